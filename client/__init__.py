@@ -1,0 +1,1 @@
+"""The markproto client: a pooled QUIC client library, the ``mark`` CLI and the MCP bridge."""
