@@ -1,0 +1,59 @@
+"""One module per verb. A handler takes the parsed request and its canonical path and returns a
+``Response`` (or an awaitable of one, for writes); it never writes bytes and never raises for a
+protocol-level refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from markproto.protocol import grants as grantrules
+from markproto.protocol import status, wire
+
+if TYPE_CHECKING:
+    from ..content import Content
+    from ..lookup import Lookup
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Context:
+    """Everything a handler may use. Auth is a decision the handler asks for, not a wrapper."""
+
+    content: Content
+    lookup: Lookup | None = None
+    grants: grantrules.Grants | None = None
+    """None when no token store is configured: every read is public and every write refused."""
+    read_only: bool = False
+    clock: Callable[[], datetime] = field(default=utc_now)
+
+    def read_decision(self, path: str, token: str) -> grantrules.Decision:
+        if self.grants is None:
+            return grantrules.Decision.ALLOW
+        return self.grants.authorize_read(token, path, self.clock())
+
+    def can_read(self, path: str, token: str) -> bool:
+        """The silent filter for LIST entries and LOOKUP rows."""
+        return self.read_decision(path, token) is grantrules.Decision.ALLOW
+
+
+Reply = wire.Response | Awaitable[wire.Response]
+Handler = Callable[[wire.Request, str, Context], Reply]
+
+
+def denied(decision: grantrules.Decision) -> wire.Response:
+    """The response for a refused authorization decision."""
+    return wire.error_response(decision.status, decision.message)
+
+
+def not_found(path: str) -> wire.Response:
+    return wire.error_response(status.Status.NOT_FOUND, f"{path} not found")
+
+
+def bad_request(message: str) -> wire.Response:
+    return wire.error_response(status.Status.BAD_REQUEST, message)

@@ -1,0 +1,165 @@
+"""The in-memory snapshot of the content root: what the read verbs answer from.
+
+Built by the startup walk, updated after every write and by change scans, and only ever mutated on
+the event-loop thread, so a read sees one consistent state without locks. Version files are
+immutable, so the snapshot only needs to know which file is current and whether it is archived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from markproto.protocol import paths
+
+from .store import Loaded
+
+
+@dataclass(frozen=True, slots=True)
+class Current:
+    """A document's current version, as the read verbs need it (never its body)."""
+
+    path: str
+    number: int
+    file: str
+    modified: datetime
+    archived: bool
+    meta: dict[str, str]
+    etag: str
+    content_hash: str
+
+    @classmethod
+    def of(cls, doc: Loaded) -> Current:
+        return cls(
+            doc.path,
+            doc.number,
+            doc.file,
+            doc.modified,
+            doc.archived,
+            doc.meta,
+            doc.etag,
+            doc.content_hash,
+        )
+
+
+@dataclass(slots=True)
+class _Dir:
+    subdirs: set[str] = field(default_factory=set)
+    docs: set[str] = field(default_factory=set)
+    live: int = 0
+    """Non-archived documents anywhere below: a folder holding only archived ones is hidden."""
+    total: int = 0
+    """All documents anywhere below."""
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """One entry of a folder listing."""
+
+    name: str
+    is_dir: bool
+
+
+class Snapshot:
+    """Current documents, folders and the content-hash index of live documents."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, Current] = {}
+        self.by_hash: dict[str, set[str]] = {}
+        self._dirs: dict[str, _Dir] = {"/": _Dir()}
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def get(self, path: str) -> Current | None:
+        return self.docs.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        return path in self._dirs
+
+    def resolve_hash(self, digest: str) -> list[str]:
+        """The paths whose current, non-archived version has this content-hash, sorted."""
+        return sorted(self.by_hash.get(digest, ()))
+
+    def children(self, path: str, include_archived: bool) -> list[Child]:
+        """A folder's visible entries in byte order of name (LIST and directory FETCH)."""
+        node = self._dirs[path]
+        out = [
+            Child(name, False)
+            for name in node.docs
+            if include_archived or not self.docs[paths.join(path, name)].archived
+        ]
+        for name in node.subdirs:
+            sub = self._dirs[paths.join(path, name)]
+            if sub.live or (include_archived and sub.total):
+                out.append(Child(name, True))
+        out.sort(key=lambda c: c.name.encode())
+        return out
+
+    def live_docs(self) -> Iterator[Current]:
+        return (doc for doc in self.docs.values() if not doc.archived)
+
+    # -- updates ----------------------------------------------------------------------------------
+
+    def add_dir(self, path: str) -> None:
+        """Record a folder (and its ancestors); empty folders exist too, they just list nothing."""
+        while path not in self._dirs:
+            self._dirs[path] = _Dir()
+            parent = paths.parent(path)
+            self._dirs.setdefault(parent, _Dir())
+            self._dirs[parent].subdirs.add(paths.base(path))
+            path = parent
+
+    def put(self, doc: Current) -> Current | None:
+        """Insert or replace a document; return what it replaced."""
+        old = self.docs.get(doc.path)
+        if old is not None:
+            self._count(old, -1)
+            self._unhash(old)
+        parent = paths.parent(doc.path)
+        self.add_dir(parent)
+        self._dirs[parent].docs.add(paths.base(doc.path))
+        self.docs[doc.path] = doc
+        self._count(doc, +1)
+        if not doc.archived:
+            self.by_hash.setdefault(doc.content_hash, set()).add(doc.path)
+        return old
+
+    def remove(self, path: str) -> Current | None:
+        """Forget a document that vanished from disk."""
+        old = self.docs.pop(path, None)
+        if old is None:
+            return None
+        self._count(old, -1)
+        self._dirs[paths.parent(path)].docs.discard(paths.base(path))
+        self._unhash(old)
+        return old
+
+    def remove_dir(self, path: str) -> None:
+        """Forget a folder that vanished from disk, with everything below it."""
+        if path == "/" or path not in self._dirs:
+            return
+        for doc in [d for d in self.docs if paths.in_scope(d, path)]:
+            self.remove(doc)
+        for sub in [d for d in self._dirs if paths.in_scope(d, path)]:
+            del self._dirs[sub]
+        self._dirs[paths.parent(path)].subdirs.discard(paths.base(path))
+
+    def dirs(self) -> list[str]:
+        return list(self._dirs)
+
+    def _unhash(self, doc: Current) -> None:
+        holders = self.by_hash.get(doc.content_hash)
+        if holders is not None:
+            holders.discard(doc.path)
+            if not holders:
+                del self.by_hash[doc.content_hash]
+
+    def _count(self, doc: Current, sign: int) -> None:
+        path = doc.path
+        while path != "/":
+            path = paths.parent(path)
+            node = self._dirs[path]
+            node.total += sign
+            if not doc.archived:
+                node.live += sign

@@ -1,0 +1,176 @@
+"""The on-disk store: layout, write rules, legacy migration, retention, recovery, escapes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from markproto.protocol import storefmt
+from markproto.server.store import (
+    ARCHIVE_FILE,
+    Archived,
+    Collision,
+    Conflict,
+    NotFound,
+    Store,
+)
+
+META = {"importance": "0.7", "tags": "alpha,wire", "type": "Note"}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path)
+
+
+def test_first_publish_lays_out_the_reference_format(store: Store, tmp_path: Path) -> None:
+    written = store.publish("/docs/a.md", b"# Alpha\n\nFirst body.\n", META, expected=0)
+    assert written.created and written.doc.number == 1
+    assert os.readlink(tmp_path / "docs/a.md") == "versions/a.md/v1"
+    data = (tmp_path / "docs/versions/a.md/v1").read_bytes()
+    assert storefmt.etag(data) == written.doc.etag
+    assert written.doc.etag == "94e05cf0cc64c6e22e485312b29407d06ab5a85989f6b2ce566638405b4ad0ee"
+    assert not list((tmp_path / "docs").rglob(".tmp-*"))
+
+
+def test_versions_chain_and_history(store: Store) -> None:
+    for n in range(1, 6):
+        store.publish("/a.md", f"body {n}\n".encode(), {}, expected=n - 1)
+    history = store.history("/a.md")
+    assert history is not None
+    assert [v.number for v in history] == [1, 2, 3, 4, 5]
+    assert store.chain_valid(history)
+    loaded = store.load("/a.md", 2)
+    assert loaded is not None and loaded.body == b"body 2\n"
+    assert store.load("/a.md", 6) is None
+
+
+def test_conflict_comes_before_the_noop_and_archived(store: Store) -> None:
+    store.publish("/a.md", b"x", META, expected=None)
+    with pytest.raises(Conflict) as caught:
+        store.publish("/a.md", b"x", META, expected=0)
+    assert caught.value.current == 1
+    same = store.publish("/a.md", b"x", META, expected=1)
+    assert not same.created and same.doc.number == 1
+    store.set_archived("/a.md", True)
+    with pytest.raises(Conflict):
+        store.publish("/a.md", b"y", META, expected=5)
+    with pytest.raises(Archived):
+        store.publish("/a.md", b"y", META, expected=1)
+
+
+def test_archive_keeps_version_files_byte_identical(store: Store, tmp_path: Path) -> None:
+    store.publish("/a.md", b"x", META, expected=0)
+    before = (tmp_path / "versions/a.md/v1").read_bytes()
+    archived = store.set_archived("/a.md", True)
+    assert archived.archived
+    assert (tmp_path / "versions/a.md/v1").read_bytes() == before
+    assert (tmp_path / "versions/a.md" / ARCHIVE_FILE).exists()
+    live = store.set_archived("/a.md", False)
+    assert not live.archived
+    assert store.load("/a.md") is not None and not store.load("/a.md").archived  # type: ignore[union-attr]
+
+
+def test_append_adds_a_newline_only_when_missing(store: Store) -> None:
+    store.publish("/a.md", b"line", {"retention": "5", "type": "Note"}, expected=0)
+    written = store.append("/a.md", b"more\n", {}, expected=1)
+    assert written.doc.body == b"line\nmore\n"
+    assert "retention" not in written.doc.meta
+    again = store.append("/a.md", b"last\n", {"tags": "x"}, expected=2)
+    assert again.doc.body == b"line\nmore\nlast\n"
+    assert again.doc.meta == {"type": "Note", "tags": "x"}
+    with pytest.raises(Conflict):
+        store.append("/a.md", b"z", {}, expected=2)
+    with pytest.raises(NotFound):
+        store.append("/b.md", b"z", {}, expected=1)
+
+
+def test_retention_prunes_the_oldest(store: Store) -> None:
+    for n in range(1, 5):
+        store.publish("/a.md", f"{n}".encode(), {}, expected=None)
+    written = store.publish("/a.md", b"5", {"retention": "2"}, expected=None)
+    assert written.pruned == (1, 2, 3)
+    history = store.history("/a.md")
+    assert history is not None and [v.number for v in history] == [4, 5]
+    assert store.chain_valid(history)
+
+
+@pytest.mark.parametrize(
+    ("existing", "target"),
+    [
+        ("/docs/a.md/inner.md", "/docs/a.md"),  # a directory where the document would go
+        ("/docs/a.md", "/docs/a.md/b.md"),  # a document above
+    ],
+)
+def test_document_directory_collisions(store: Store, existing: str, target: str) -> None:
+    store.publish(existing, b"x", {}, expected=None)
+    with pytest.raises(Collision):
+        store.publish(target, b"y", {}, expected=None)
+
+
+def test_reserved_and_plain_file_collisions(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(Collision):
+        store.publish("/versions/a.md", b"x", {}, expected=None)
+    (tmp_path / "plain.md").write_text("not versioned")
+    with pytest.raises(Collision):
+        store.publish("/plain.md", b"x", {}, expected=None)
+    assert store.load("/plain.md") is None  # flat files without history are not served
+
+
+def test_legacy_flat_layout_is_read_and_migrated(store: Store, tmp_path: Path) -> None:
+    v1 = storefmt.emit_version(1, None, {"title": "Old"}, b"one\n")
+    v2 = storefmt.emit_version(2, storefmt.hash_ref(v1), {"title": "Old"}, b"two\n")
+    (tmp_path / "versions").mkdir()
+    (tmp_path / "versions/old.md.v1").write_bytes(v1)
+    (tmp_path / "versions/old.md.v2").write_bytes(v2)
+    os.symlink("versions/old.md.v2", tmp_path / "old.md")
+    loaded = store.load("/old.md")
+    assert loaded is not None and loaded.number == 2 and loaded.body == b"two\n"
+    history = store.history("/old.md")
+    assert history is not None and [v.number for v in history] == [1, 2]
+    written = store.publish("/old.md", b"three\n", {"title": "Old"}, expected=2)
+    assert written.doc.number == 3
+    assert os.readlink(tmp_path / "old.md") == "versions/old.md/v3"
+    assert sorted(os.listdir(tmp_path / "versions")) == ["old.md"]
+    assert (tmp_path / "versions/old.md/v1").read_bytes() == v1
+    after = store.history("/old.md")
+    assert after is not None and store.chain_valid(after)
+
+
+def test_recovery_removes_only_unacknowledged_leftovers(store: Store, tmp_path: Path) -> None:
+    store.publish("/a.md", b"1", {}, expected=0)
+    store.publish("/a.md", b"2", {}, expected=1)
+    vdir = tmp_path / "versions/a.md"
+    # An interrupted write: v3 linked but the pointer never swapped, plus temporaries.
+    (vdir / "v3").write_bytes(storefmt.emit_version(3, "sha256-" + "0" * 64, {}, b"3"))
+    (vdir / ".tmp-v3-0123456789ab").write_bytes(b"partial")
+    os.symlink("versions/a.md/v3", tmp_path / ".tmp-abcdefabcdef")
+    # An interrupted first write: history without a pointer.
+    (tmp_path / "versions/b.md").mkdir()
+    (tmp_path / "versions/b.md/v1").write_bytes(storefmt.emit_version(1, None, {}, b"b"))
+    removed = store.recover()
+    assert len(removed) == 4
+    assert sorted(os.listdir(vdir)) == ["v1", "v2"]
+    assert not (tmp_path / "versions/b.md").exists()
+    assert not (tmp_path / ".tmp-abcdefabcdef").exists()
+    written = store.publish("/a.md", b"3", {}, expected=2)  # the next write is not blocked
+    history = store.history("/a.md")
+    assert written.doc.number == 3 and history is not None and store.chain_valid(history)
+
+
+def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "versions/secret.md").mkdir(parents=True)
+    (outside / "versions/secret.md/v1").write_bytes(storefmt.emit_version(1, None, {}, b"s"))
+    os.symlink("versions/secret.md/v1", outside / "secret.md")
+    os.symlink(outside, tmp_path / "linked")
+    os.symlink("/etc/passwd", tmp_path / "passwd.md")
+    assert store.load("/linked/secret.md") is None
+    assert not store.is_dir("/linked")
+    assert store.load("/passwd.md") is None
+    assert [p for kind, p in store.walk() if kind == "doc" and store.load(p)] == []
+    with pytest.raises(Collision):
+        store.publish("/linked/new.md", b"x", {}, expected=None)
