@@ -13,7 +13,7 @@ import re
 _ATOI = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _HASH = re.compile(r"sha256-[0-9a-f]{64}")
-_VERSIONS_DIR = "versions"
+VERSIONS_DIR = "versions"
 _MAX_SEGMENT_BYTES = 255
 
 
@@ -136,8 +136,8 @@ def writable_reason(path: str) -> str | None:
     if any((ord(ch) < 32 and ch != "\t") or ch == "\x7f" for ch in path):
         return "path contains a control character"
     segments = path[1:].split("/")
-    if _VERSIONS_DIR in segments:
-        return f'the name "{_VERSIONS_DIR}" is reserved for version history'
+    if VERSIONS_DIR in segments:
+        return f'the name "{VERSIONS_DIR}" is reserved for version history'
     if any(len(s.encode("utf-8", "surrogatepass")) > _MAX_SEGMENT_BYTES for s in segments):
         return f"path segment longer than {_MAX_SEGMENT_BYTES} bytes"
     return None

@@ -2,10 +2,128 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
 import click
+
+from markproto.server import tokens as tokenfile
+from markproto.server.config import ConfigError, load_config, parse_duration
+from markproto.server.logsetup import sanitize
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markproto", prog_name="mark-server")
 def main() -> None:
     """Serve versioned markdown over QUIC (the Mark Protocol)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# mark-server token generate | list | revoke: edits of the tokens file (server/tokens.py)
+
+
+def _tokens_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--tokens",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Tokens file. [env: MARK_TOKENS; default: the server's, <state dir>/tokens.toml]",
+    )(command)
+
+
+def _tokens_file(flag: Path | None) -> Path:
+    """The file ``serve`` would use, resolved from the same sources (flag, env, config file)."""
+    try:
+        resolved = load_config({"tokens": flag}, os.environ, None).tokens
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    assert resolved is not None  # load_config always resolves the tokens file
+    return resolved
+
+
+def _split(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _expiry(text: str | None) -> datetime | None:
+    """An RFC 3339 time, or a duration from now such as ``90d``, ``12h`` or ``2w``."""
+    if text is None:
+        return None
+    now = datetime.now(UTC)
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        try:
+            moment = now + timedelta(seconds=parse_duration(text))
+        except ValueError:
+            raise click.BadParameter(
+                f"{text!r}: give an RFC 3339 time (2026-12-31T23:59:59Z) or a duration (90d, 12h)",
+                param_hint="--expires",
+            ) from None
+    if moment.utcoffset() is None:
+        raise click.BadParameter(f"{text!r}: add a time zone (such as Z)", param_hint="--expires")
+    if moment <= now:
+        raise click.BadParameter(f"{text!r} is in the past", param_hint="--expires")
+    return moment
+
+
+@main.group()
+def token() -> None:
+    """Manage the server's auth tokens (a running server reloads the file by itself)."""
+
+
+@token.command()
+@click.option("--label", required=True, help="Name of the token (letters, digits, - and _).")
+@click.option("--paths", default="/**", show_default=True, help="Comma-separated path patterns.")
+@click.option("--ops", default="publish", show_default=True, help="Comma-separated: read, publish.")
+@click.option("--expires", default=None, help="RFC 3339 time, or a duration from now (90d, 12h).")
+@_tokens_option
+def generate(label: str, paths: str, ops: str, expires: str | None, tokens: Path | None) -> None:
+    """Add a token; the raw token is printed once, alone on stdout."""
+    path = _tokens_file(tokens)
+    try:
+        raw = tokenfile.generate(path, label, _split(paths), _split(ops), _expiry(expires))
+    except (tokenfile.TokensError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f'Token "{label}" appended to {path}', err=True)
+    click.echo("Raw token (give to client, shown once):", err=True)
+    click.echo(raw)
+
+
+@token.command("list")
+@_tokens_option
+def list_tokens(tokens: Path | None) -> None:
+    """Show each token's label, paths, operations and expiry (never hashes)."""
+    path = _tokens_file(tokens)
+    try:
+        grants = tokenfile.entries(path)
+    except (tokenfile.TokensError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if not grants:
+        click.echo("No tokens found.")
+    now = datetime.now(UTC)
+    for grant in grants:
+        label, paths = sanitize(grant.label), sanitize(",".join(grant.paths))
+        line = f"{label:<20}  paths: {paths:<20}  ops: {','.join(sorted(grant.operations))}"
+        if grant.expires is not None:
+            stamp = grant.expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            line += f"  expires: {stamp}" + (" (expired)" if now > grant.expires else "")
+        click.echo(line)
+
+
+@token.command()
+@click.option("--label", required=True, help="Name of the token to remove.")
+@click.option("--if-present", is_flag=True, help="Succeed when the token or file is absent.")
+@_tokens_option
+def revoke(label: str, if_present: bool, tokens: Path | None) -> None:
+    """Remove a token; clients holding it are refused once the server reloads."""
+    path = _tokens_file(tokens)
+    try:
+        removed = tokenfile.revoke(path, label, if_present=if_present)
+    except (tokenfile.TokensError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    note = f'Token "{label}" revoked from {path}' if removed else f'No token "{label}" in {path}'
+    click.echo(note, err=True)

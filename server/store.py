@@ -34,13 +34,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from markproto.protocol import meta as metarules
+from markproto.protocol import paths
 from markproto.protocol import storefmt
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import MAX_BODY
 
 log = logging.getLogger("markproto.server.store")
 
-VERSIONS_DIR = "versions"
+VERSIONS_DIR = paths.VERSIONS_DIR
 ARCHIVE_FILE = "archived"
 _TMP_PREFIX = ".tmp-"
 _TMP_NAME = re.compile(r"\.tmp-(?:v[0-9]+-)?[0-9a-f]{12}\Z")
@@ -350,9 +351,10 @@ class Store:
 
     def check_writable(self, path: str) -> None:
         """Raise Collision unless ``path`` can hold a document (SPEC: path collisions)."""
+        reason = paths.writable_reason(path)
+        if reason is not None:
+            raise Collision(reason)
         dirs, name = split_doc_path(path)
-        if VERSIONS_DIR in dirs or name == VERSIONS_DIR:
-            raise Collision(f"{path}: the name {VERSIONS_DIR!r} is reserved for version history")
         if any(_TMP_NAME.match(part) for part in (*dirs, name)):
             raise Collision(f"{path}: names like {_TMP_PREFIX}<hex> are reserved for the store")
         current = str(self.root)
