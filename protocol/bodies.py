@@ -1,0 +1,261 @@
+"""Every markdown body the server generates, rendered byte-exact and parsed back.
+
+The server renders with these functions and the client parses with their inverses, so the parsers
+are always tested against what the wire carries. Parsers are strict: a body they accept renders
+back to the same bytes, and anything else is ``MalformedResponse``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+from urllib.parse import unquote
+
+from markproto.protocol.errors import MalformedResponse
+from markproto.protocol.escape import escape, escape_cell, path_escape, unescape
+
+HEALTH_BODY: Final = b"# Health Check\n\nServer is healthy.\n"
+TRUNCATED_NOTE: Final = b"\n*...truncated, too many entries*\n"
+
+_CONFLICT_HEAD = (
+    "# Version Conflict\n\nThe document has been modified since you last fetched it.\n\n"
+    "Your version: {your}\nServer version: {server}\n\n"
+)
+_PUBLISH_ADVICE = "Please fetch the latest version and reapply your edits.\n"
+_APPEND_ADVICE = (
+    "Fetch the latest version and verify whether your append was applied before retrying.\n"
+)
+
+
+def conflict_body(your: int, server: int, *, append: bool = False) -> bytes:
+    """The PUBLISH (or APPEND) conflict body when ``expected-version`` is stale."""
+    advice = _APPEND_ADVICE if append else _PUBLISH_ADVICE
+    return (_CONFLICT_HEAD.format(your=your, server=server) + advice).encode()
+
+
+def exists_conflict_body(server: int) -> bytes:
+    """The PUBLISH conflict body for ``expected-version: 0`` on an existing document."""
+    return (
+        f"# Version Conflict\n\nA document already exists at this path (version {server}).\n\n"
+        "Fetch the current version and publish with the correct expected-version to update it.\n"
+    ).encode()
+
+
+def _encode(text: str) -> bytes:
+    """UTF-8, with undecodable file names (surrogate escapes) written back as their raw bytes,
+    as the reference writes a name it read from disk."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def rfc3339(moment: datetime) -> str:
+    """Go ``time.RFC3339`` of a UTC time in whole seconds: ``2026-01-01T00:00:00Z``. A naive
+    datetime is taken as UTC."""
+    t = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
+
+
+def _lines(body: bytes, heading: str) -> tuple[str, list[str]]:
+    """Split a generated body, ``\\n# <heading><text>\\n`` then LF-terminated lines, into the
+    heading's text and the lines after the heading line."""
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as exc:
+        raise MalformedResponse("body is not valid UTF-8") from exc
+    lines = text.split("\n")
+    if len(lines) < 3 or lines[0] or lines[-1] or not lines[1].startswith(heading):
+        raise MalformedResponse(f"body does not open with {heading!r}")
+    return lines[1][len(heading) :], lines[2:-1]
+
+
+def _after_blank(lines: list[str]) -> list[str]:
+    """The entry lines of a LIST or VERSIONS body, which follow one blank line."""
+    if not lines or lines[0]:
+        raise MalformedResponse("no blank line after the heading")
+    return lines[1:]
+
+
+# --- LIST -------------------------------------------------------------------------------------
+
+_INDEX_HEADING = "# Index of "
+_TRUNCATED_LINES = ["", TRUNCATED_NOTE.decode().strip("\n")]
+_INDEX_LINE = re.compile(r"- \[.*\]\(([^()]*)\)")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    name: str
+    is_dir: bool
+
+
+def index_heading(dir_path: str) -> bytes:
+    """The opening of a LIST page: the folder is shown with a trailing slash."""
+    if not dir_path.endswith("/"):
+        dir_path += "/"
+    return _encode(f"\n{_INDEX_HEADING}{escape(dir_path)}\n\n")
+
+
+def index_line(entry: IndexEntry) -> bytes:
+    """One entry: escaped name as the label, path-escaped name as the link target."""
+    slash = "/" if entry.is_dir else ""
+    return _encode(f"- [{escape(entry.name)}{slash}]({path_escape(entry.name)}{slash})\n")
+
+
+def parse_index(body: bytes) -> list[IndexEntry]:
+    """The entries of a LIST page (or a generated directory FETCH), in page order."""
+    lines = _after_blank(_lines(body, _INDEX_HEADING)[1])
+    if lines[-2:] == _TRUNCATED_LINES:
+        lines = lines[:-2]
+    entries = []
+    for line in lines:
+        m = _INDEX_LINE.fullmatch(line)
+        if m is None:
+            raise MalformedResponse(f"not a LIST entry: {line!r}")
+        target = m[1]
+        is_dir = target.endswith("/")
+        entry = IndexEntry(_unquote(target.removesuffix("/")), is_dir)
+        if index_line(entry) != (line + "\n").encode():
+            raise MalformedResponse(f"not a LIST entry: {line!r}")
+        entries.append(entry)
+    return entries
+
+
+def _unquote(target: str) -> str:
+    try:
+        return unquote(target, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise MalformedResponse(f"link target is not UTF-8: {target!r}") from exc
+
+
+# --- VERSIONS ---------------------------------------------------------------------------------
+
+_HISTORY_HEADING = "# Version History: "
+_HISTORY_LINE = re.compile(r"- \[v([0-9]+)\]\([^()]*\) - ([0-9]{4})-(..)-(..)T(..):(..):(..)Z")
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    version: int
+    modified: datetime
+
+
+def render_history(path: str, entries: Sequence[HistoryEntry]) -> bytes:
+    """The VERSIONS body; entries are written in the order given (the server gives newest
+    first). Link targets path-escape the whole document path, slashes included."""
+    target = path_escape(path)
+    lines = [f"\n{_HISTORY_HEADING}{escape(path)}\n\n"]
+    lines += (f"- [v{e.version}]({target}/v{e.version}) - {rfc3339(e.modified)}\n" for e in entries)
+    return _encode("".join(lines))
+
+
+def parse_history(body: bytes) -> list[HistoryEntry]:
+    """The entries of a VERSIONS body, in body order; ``modified`` is an aware UTC datetime."""
+    heading, lines = _lines(body, _HISTORY_HEADING)
+    entries = []
+    for line in _after_blank(lines):
+        m = _HISTORY_LINE.fullmatch(line)
+        if m is None:
+            raise MalformedResponse(f"not a VERSIONS entry: {line!r}")
+        try:
+            year, month, day, hour, minute, second = (int(part) for part in m.groups()[1:])
+            stamp = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+        except ValueError:
+            raise MalformedResponse(f"not a VERSIONS time: {line!r}") from None
+        entries.append(HistoryEntry(int(m[1]), stamp))
+    if render_history(unescape(heading), entries) != body:
+        raise MalformedResponse("VERSIONS body does not match its document path")
+    return entries
+
+
+# --- LOOKUP -----------------------------------------------------------------------------------
+
+_LOOKUP_HEADING = '# Lookup matches for "'
+_CATALOG_HEADER = ["| Path | Importance | Title | Tags |", "|------|------------|-------|------|"]
+_BODY_HEADER = [
+    "| Path | Importance | Title | Tags | Snippet |",
+    "|------|------------|-------|------|---------|",
+]
+_ROW = re.compile(r"(?:\| (?:\\.|[^\\|])* )+\|")
+_CELL = re.compile(r"\| ((?:\\.|[^\\|])*) ")
+_LOCATION = re.compile(r"((?:\\.|[^\\#])*)(?:#(.*))?")
+
+
+@dataclass(frozen=True, slots=True)
+class LookupRow:
+    path: str
+    anchor: str
+    """The section anchor, ``""`` for a whole-document row."""
+    importance: float
+    title: str
+    """The display title; the server builds ``Title › Heading`` for a section row."""
+    tags: tuple[str, ...]
+    snippet: str | None
+    """Body mode only: ``None`` in a catalog table."""
+
+
+def _format_importance(value: float) -> str:
+    """Go ``strconv.FormatFloat(v, 'f', 2, 64)``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:.2f}"
+
+
+def _row_line(row: LookupRow, body_mode: bool) -> str:
+    location = escape_cell(row.path) + (f"#{row.anchor}" if row.anchor else "")
+    cells = [
+        location,
+        _format_importance(row.importance),
+        escape_cell(row.title),
+        escape_cell(", ".join(row.tags)),
+    ]
+    if body_mode:
+        cells.append(escape_cell(row.snippet or ""))
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_lookup(query: str, scope: str, rows: Sequence[LookupRow], *, body_mode: bool) -> bytes:
+    """The LOOKUP body: heading, the catalog or body-mode table header, one line per row."""
+    header = _BODY_HEADER if body_mode else _CATALOG_HEADER
+    lines = [f'\n{_LOOKUP_HEADING}{escape(query)}" in {escape(scope)}\n', *header]
+    lines += (_row_line(row, body_mode) for row in rows)
+    return _encode("\n".join(lines) + "\n")
+
+
+def parse_lookup(body: bytes) -> list[LookupRow]:
+    """The rows of a LOOKUP body. The header tells the mode: a catalog table has no snippets."""
+    _, lines = _lines(body, _LOOKUP_HEADING)
+    for start in range(len(lines) - 1):
+        if lines[start : start + 2] in (_CATALOG_HEADER, _BODY_HEADER):
+            break
+    else:
+        raise MalformedResponse("LOOKUP body has no table header")
+    body_mode = lines[start] == _BODY_HEADER[0]
+    return [_parse_row(line, body_mode) for line in lines[start + 2 :]]
+
+
+def _parse_row(line: str, body_mode: bool) -> LookupRow:
+    cells = _CELL.findall(line) if _ROW.fullmatch(line) else []
+    location = _LOCATION.fullmatch(cells[0]) if cells else None
+    if location is None or len(cells) != (5 if body_mode else 4):
+        raise MalformedResponse(f"not a LOOKUP row: {line!r}")
+    try:
+        importance = float(cells[1])
+    except ValueError:
+        raise MalformedResponse(f"not a LOOKUP importance: {cells[1]!r}") from None
+    tags = unescape(cells[3])
+    row = LookupRow(
+        path=unescape(location[1]),
+        anchor=location[2] or "",
+        importance=importance,
+        title=unescape(cells[2]),
+        tags=tuple(tags.split(", ")) if tags else (),
+        snippet=unescape(cells[4]) if body_mode else None,
+    )
+    if _row_line(row, body_mode) != line:
+        raise MalformedResponse(f"not a LOOKUP row: {line!r}")
+    return row
