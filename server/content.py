@@ -106,8 +106,10 @@ class Content:
         """The current version's full content (cached)."""
         doc = self._cache.get(current.file)
         if doc is None:
-            doc = self.store.load(current.path)
-            if doc is None or doc.file != current.file:
+            # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
+            # this server serves, consistently across verbs.
+            doc = self.store.load_file(current.path, current.file)
+            if doc is None:
                 return None
             self._cache.put(doc)
         if doc.archived != current.archived:
@@ -170,36 +172,43 @@ class Content:
 
     # -- change scans -----------------------------------------------------------------------------
 
-    def scan(self) -> tuple[dict[str, Loaded | None], set[str]]:
-        """Compare the disk with the snapshot (safe on a worker thread: it only reads).
+    async def rescan(self) -> Changes:
+        """Pick up what changed on disk behind the server's back.
 
-        Returns the documents whose current file or archive state changed (None: gone) and the
-        folders now on disk. Apply the result with ``apply_scan`` on the event loop.
+        The scan runs on the writer thread, so it is ordered with writes: its result is applied
+        before any later write's, and it can never re-apply an older version over a newer one.
         """
-        seen_docs: set[str] = set()
+        known = {path: (doc.file, doc.archived) for path, doc in self.snapshot.docs.items()}
+        changed, dirs = await self._run(self._scan, known)
+        return self._apply_scan(changed, dirs)
+
+    def _scan(
+        self, known: Mapping[str, tuple[str, bool]]
+    ) -> tuple[dict[str, Loaded | None], set[str]]:
+        seen: set[str] = set()
         dirs: set[str] = set()
         changed: dict[str, Loaded | None] = {}
         for kind, path in self.store.walk():
             if kind == "dir":
                 dirs.add(path)
                 continue
-            seen_docs.add(path)
+            seen.add(path)
             pointer = self.store.pointer(path)
-            known = self.snapshot.get(path)
             if pointer is None:
-                if known is not None:
+                if path in known:
                     changed[path] = None
                 continue
-            if known is not None and known.file == pointer.file:
+            if path in known and known[path][0] == pointer.file:
                 flag = self.store.archive_flag(path)
-                if flag == known.archived or (flag is None and not known.archived):
+                archived = known[path][1]
+                if flag == archived or (flag is None and not archived):
                     continue
             changed[path] = self._load_logged(path)
-        for path in self.snapshot.docs.keys() - seen_docs:
+        for path in known.keys() - seen:
             changed[path] = None
         return changed, dirs
 
-    def apply_scan(self, changed: Mapping[str, Loaded | None], dirs: set[str]) -> Changes:
+    def _apply_scan(self, changed: Mapping[str, Loaded | None], dirs: set[str]) -> Changes:
         for path in sorted(dirs):
             self.snapshot.add_dir(path)
         for path in self.snapshot.dirs():

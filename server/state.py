@@ -103,12 +103,13 @@ class Snapshot:
 
     def add_dir(self, path: str) -> None:
         """Record a folder (and its ancestors); empty folders exist too, they just list nothing."""
+        missing = []
         while path not in self._dirs:
-            self._dirs[path] = _Dir()
-            parent = paths.parent(path)
-            self._dirs.setdefault(parent, _Dir())
-            self._dirs[parent].subdirs.add(paths.base(path))
-            path = parent
+            missing.append(path)
+            path = paths.parent(path)
+        for folder in reversed(missing):
+            self._dirs[folder] = _Dir()
+            self._dirs[paths.parent(folder)].subdirs.add(paths.base(folder))
 
     def put(self, doc: Current) -> Current | None:
         """Insert or replace a document; return what it replaced."""

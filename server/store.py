@@ -34,8 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from markproto.protocol import meta as metarules
-from markproto.protocol import paths
-from markproto.protocol import storefmt
+from markproto.protocol import paths, storefmt
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import MAX_BODY
 
@@ -241,6 +240,14 @@ class Store:
         except OSError:
             return None
         return self._loaded(path, file, data, st, pointer if number is None else None)
+
+    def load_file(self, path: str, file: str) -> Loaded | None:
+        """Load one known version file of ``path`` (its in-file archived line, no flag lookup)."""
+        try:
+            data, st = self.read_file(file)
+        except OSError:
+            return None
+        return self._loaded(path, file, data, st, None)
 
     def _loaded(
         self, path: str, file: str, data: bytes, st: os.stat_result, current: Pointer | None

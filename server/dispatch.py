@@ -1,0 +1,198 @@
+"""The request pipeline (SPEC §4): one straight line from request bytes to response bytes.
+
+Rate limit, parse, the raw ``..`` check, canonicalization, ``FETCH /health``, the write gate, then
+the verb's handler. Reads answer synchronously from the snapshot (no task, no executor); writes
+return an awaitable that finishes on the store's writer thread. Whatever a handler raises becomes a
+response here: store and rule refusals by their wire meaning, anything else ``internal error``
+with the traceback in the log and never on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from markproto.protocol import bodies, paths, wire
+from markproto.protocol import meta as metarules
+from markproto.protocol import status as st
+from markproto.protocol.errors import (
+    InvalidCursor,
+    InvalidMetadata,
+    MalformedRequest,
+    RequestTooLarge,
+)
+from markproto.protocol.grants import PUBLISH, Decision
+from markproto.protocol.limits import HEALTH_PATH, MAX_BODY
+
+from . import store
+from .handlers import (
+    Context,
+    Reply,
+    append,
+    archive,
+    bad_request,
+    denied,
+    fetch,
+    listing,
+    lookup,
+    not_found,
+    publish,
+    versions,
+)
+from .logsetup import log_request
+from .transport import Peer
+
+log = logging.getLogger("markproto.server.dispatch")
+
+ReadHandler = Callable[[wire.Request, str, Context], wire.Response]
+WriteHandler = Callable[[wire.Request, str, Context], Coroutine[Any, Any, wire.Response]]
+
+_READS: dict[str, ReadHandler] = {
+    "FETCH": fetch.handle,
+    "LIST": listing.handle,
+    "VERSIONS": versions.handle,
+    "LOOKUP": lookup.handle,
+}
+_WRITES: dict[str, tuple[WriteHandler, str]] = {
+    "PUBLISH": (publish.handle, st.PUBLISH_NEEDS_AUTH),
+    "APPEND": (append.handle, st.APPEND_NEEDS_AUTH),
+    "ARCHIVE": (archive.handle, st.ARCHIVE_NEEDS_AUTH),
+}
+
+
+class Dispatcher:
+    """The transport's handler: whole request bytes in, whole response bytes out."""
+
+    def __init__(self, ctx: Context, allow: Callable[[str], bool] | None = None) -> None:
+        self.ctx = ctx
+        self._allow = allow
+
+    def handle(self, data: bytes, peer: Peer) -> bytes | Awaitable[bytes]:
+        started = time.perf_counter()
+        verb = path = ""
+        reply: Reply
+        if self._allow is not None and not self._allow(peer.host):
+            reply = wire.error_response(st.Status.RATE_LIMITED, "rate limit exceeded")
+        else:
+            try:
+                request = wire.parse_request(data)
+            except MalformedRequest:
+                reply = wire.error_response(st.Status.BAD_REQUEST, st.BAD_REQUEST_MESSAGE)
+            except RequestTooLarge:
+                reply = wire.error_response(st.Status.SERVER_ERROR, st.READ_FAILED)
+            except Exception:
+                log.exception("the request parser failed")
+                reply = wire.error_response(st.Status.SERVER_ERROR, st.INTERNAL)
+            else:
+                verb = request.verb
+                path, reply = self._route(request)
+        if isinstance(reply, wire.Response):
+            return self._emit(reply, verb, path, started, peer.host)
+        return self._later(reply, verb, path, started, peer.host)
+
+    def respond(self, request: wire.Request) -> Reply:
+        """Steps 2-7 of the pipeline: everything after the rate limit and the parser."""
+        return self._route(request)[1]
+
+    def _route(self, request: wire.Request) -> tuple[str, Reply]:
+        """The reply, and the path it is logged under (the raw path when ``..`` refused it)."""
+        if paths.has_dotdot(request.path):
+            return request.path, not_found(request.path)
+        path = paths.clean(request.path)
+        return path, self._verb(request, path)
+
+    def _verb(self, request: wire.Request, path: str) -> Reply:
+        verb = request.verb
+        if verb == "FETCH" and path == HEALTH_PATH:
+            return wire.Response(st.Status.OK, {}, bodies.HEALTH_BODY)
+        read = _READS.get(verb)
+        if read is not None:
+            try:
+                return read(request, path, self.ctx)
+            except Exception as exc:
+                return refusal(exc, request, path)
+        if verb not in _WRITES:
+            return bad_request(st.unsupported_verb(verb))
+        handler, needs_auth = _WRITES[verb]
+        refused = self._gate(request, path, needs_auth)
+        if refused is not None:
+            return refused
+        return self._write(handler, request, path)
+
+    def _gate(self, request: wire.Request, path: str, needs_auth: str) -> wire.Response | None:
+        """The write gate, in the reference's order (SPEC §4.6)."""
+        if self.ctx.read_only:
+            return wire.error_response(st.Status.NOT_PERMITTED, st.READ_ONLY)
+        if paths.is_hash_path(path):
+            return bad_request(st.HASH_PATH_RESERVED)
+        if len(request.body) > MAX_BODY:
+            return wire.error_response(st.Status.SERVER_ERROR, st.TOO_LARGE)
+        if self.ctx.grants is None:
+            return wire.error_response(st.Status.NOT_PERMITTED, needs_auth)
+        token = request.meta.get("auth", "")
+        decision = self.ctx.grants.authorize(token, path, PUBLISH, self.ctx.clock())
+        return None if decision is Decision.ALLOW else denied(decision)
+
+    async def _write(
+        self, handler: WriteHandler, request: wire.Request, path: str
+    ) -> wire.Response:
+        try:
+            return await handler(request, path, self.ctx)
+        except Exception as exc:
+            return refusal(exc, request, path)
+
+    async def _later(
+        self,
+        reply: Awaitable[wire.Response],
+        verb: str,
+        path: str,
+        started: float,
+        peer_ip: str,
+    ) -> bytes:
+        return self._emit(await reply, verb, path, started, peer_ip)
+
+    @staticmethod
+    def _emit(reply: wire.Response, verb: str, path: str, started: float, peer_ip: str) -> bytes:
+        try:
+            data = wire.emit_response(reply)
+        except Exception:
+            log.exception("cannot encode the %s response for %s", verb, path)
+            reply = wire.error_response(st.Status.SERVER_ERROR, st.INTERNAL)
+            data = wire.emit_response(reply)
+        log_request(verb, path, reply.status, (time.perf_counter() - started) * 1000, peer_ip)
+        return data
+
+
+def refusal(exc: Exception, request: wire.Request, path: str) -> wire.Response:
+    """The one map from what a handler raised to the response it means (SPEC §5.4-5.6)."""
+    if isinstance(exc, InvalidMetadata | InvalidCursor):
+        return bad_request(str(exc))
+    if isinstance(exc, store.Conflict):
+        return _conflict(request, exc.current)
+    if isinstance(exc, store.NotFound):
+        return not_found(path)
+    if isinstance(exc, store.Archived):
+        return wire.error_response(st.Status.ARCHIVED, str(exc))
+    if isinstance(exc, store.Collision):
+        return bad_request(str(exc))
+    if isinstance(exc, store.TooLarge):
+        return wire.error_response(st.Status.SERVER_ERROR, st.TOO_LARGE)
+    log.error("%s %s failed", request.verb, path, exc_info=exc)
+    return wire.error_response(st.Status.SERVER_ERROR, st.INTERNAL)
+
+
+def _conflict(request: wire.Request, server: int) -> wire.Response:
+    """PUBLISH and APPEND word a conflict differently; ``expected-version: 0`` has its own body."""
+    appending = request.verb == "APPEND"
+    sent = request.meta.get("expected-version")
+    your = metarules.parse_expected_version(sent, append=appending)
+    if your is None:  # an unconditional PUBLISH that lost a race to a concurrent write
+        your = server
+    if your == 0 and not appending:
+        body = bodies.exists_conflict_body(server)
+    else:
+        body = bodies.conflict_body(your, server, append=appending)
+    meta = {"your-version": str(your), "server-version": str(server)}
+    return wire.Response(st.Status.CONFLICT, meta, body)

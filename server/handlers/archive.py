@@ -1,0 +1,18 @@
+"""ARCHIVE (SPEC §5.5): hide a document from FETCH, LIST, LOOKUP and the hash index.
+
+No version is created and no version file changes (the flag is kept apart by the store), so the
+document's etags and chain stay valid and its history is still served. The body is ignored.
+"""
+
+from __future__ import annotations
+
+from markproto.protocol import status, wire
+
+from . import Context, not_found
+
+
+async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
+    if ctx.content.current(path) is None:
+        return not_found(path)
+    doc = await ctx.content.set_archived(path, True)
+    return wire.Response(status.Status.OK, {"archived": "true", "version": str(doc.number)}, b"")
