@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import meta as metarules
-from .errors import StoreFormatError
-from .limits import STORED_FILE_MAX, STORED_FRONTMATTER_MAX
+from markproto.protocol import meta as metarules
+from markproto.protocol.errors import StoreFormatError
+from markproto.protocol.limits import STORED_FILE_MAX, STORED_FRONTMATTER_MAX
 
 _OPEN = b"---\n"
 _CLOSE = b"\n---\n"
