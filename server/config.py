@@ -220,8 +220,12 @@ _SETTINGS: dict[str, _Setting] = {
 }
 
 
+_ENV_NAMES = {"host": "MARK_LISTEN_HOST"}
+"""``MARK_HOST`` belongs to the client (its default server), so the listen address is spelled out."""
+
+
 def env_name(setting: str) -> str:
-    return "MARK_" + setting.upper()
+    return _ENV_NAMES.get(setting, "MARK_" + setting.upper())
 
 
 def flag_name(setting: str) -> str:

@@ -138,7 +138,7 @@ def test_durations() -> None:
         ({"MARK_SCAN_INTERVAL": "soon"}, "MARK_SCAN_INTERVAL: not a duration"),
         ({"MARK_LOG_FORMAT": "xml"}, "MARK_LOG_FORMAT: must be one of text, json: 'xml'"),
         ({"MARK_LOG_LEVEL": "loud"}, "MARK_LOG_LEVEL: must be one of debug"),
-        ({"MARK_HOST": " "}, "MARK_HOST: not a host or address: ' '"),
+        ({"MARK_LISTEN_HOST": " "}, "MARK_LISTEN_HOST: not a host or address: ' '"),
         ({"MARK_TOKENS": "  "}, "MARK_TOKENS: must not be empty"),
         ({"MARK_STATE_DIR": " "}, "MARK_STATE_DIR: must not be empty"),
     ],
@@ -282,3 +282,9 @@ def test_serve_options_feed_load_config() -> None:
         assert env in help_text
     for flag in ("--state-dir", "--no-read-only", "--max-streams", "--log-format", "--config"):
         assert flag in help_text
+
+
+def test_the_clients_mark_host_does_not_move_the_server() -> None:
+    env = {"MARK_HOST": "mark://localhost", "HOME": "/home/x"}
+    assert load_config({}, env, None).host == "::"
+    assert load_config({}, {**env, "MARK_LISTEN_HOST": "127.0.0.1"}, None).host == "127.0.0.1"

@@ -1,0 +1,398 @@
+"""The Mark Protocol client: typed verbs over the connection pool.
+
+Everything a face (the ``mark`` CLI, the MCP bridge, a script) needs and should not decide for
+itself lives here: which token a request carries, when a failed request may be sent again, when
+the on-disk cache answers, and how ``url#anchor`` selects a section.
+
+Retries. A read is sent again after a transient transport failure, a few times with a short
+delay, but only while the first attempt is recent: a timeout already cost its full wait, and
+repeating it would multiply the wait. A write is sent again only when the pool says no byte of it
+left (``sent`` is false); once any byte may have reached the server its outcome is unknown, and
+``OutcomeUnknown`` says to fetch before retrying instead of risking a second version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from markproto.client.cache import Cache, conditions
+from markproto.client.connection import (
+    ConnectionLost,
+    Pool,
+    RequestTimeout,
+    StreamReset,
+    TransportError,
+    Unreachable,
+)
+from markproto.client.tokenstore import Tokens
+from markproto.protocol.bodies import LookupRow, parse_lookup
+from markproto.protocol.errors import MalformedResponse
+from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH
+from markproto.protocol.meta import CONTROL_KEYS
+from markproto.protocol.status import SUCCESS, Status
+from markproto.protocol.url import MarkURL, parse_url
+from markproto.protocol.wire import Request, Response, emit_request, parse_response
+
+READ_ATTEMPTS = 3
+RETRY_DELAY = 0.1
+RETRY_WINDOW = 2.0
+"""Seconds after the first attempt during which a failed request may still be retried."""
+KEEPALIVE = 25.0
+"""Seconds between PINGs on the default pool's idle connections, inside any server's idle timeout
+(the reference's 30 s), so a long-lived client keeps its connections."""
+_TRANSIENT = (Unreachable, ConnectionLost, StreamReset, RequestTimeout)
+"""Failures another attempt may cure; TLS, ALPN, pin and size failures would only repeat."""
+_CACHED_VERBS = frozenset({"FETCH", "LIST"})
+_MAX_ANCHORS_SHOWN = 20
+
+CATALOG_FALLBACK_NOTE = (
+    "server answered from the catalog (no body match); an empty table is not evidence of absence"
+)
+
+
+class ClientError(Exception):
+    """A result the client cannot deliver although the server answered."""
+
+
+class AnchorNotFound(ClientError):
+    """``url#anchor`` names no section of the fetched document."""
+
+    def __init__(self, url: MarkURL, anchors: list[str]) -> None:
+        shown = ", ".join(f"#{a}" for a in anchors[:_MAX_ANCHORS_SHOWN])
+        hidden = len(anchors) - _MAX_ANCHORS_SHOWN
+        more = f" and {hidden} more" if hidden > 0 else ""
+        where = f"sections: {shown}{more}" if anchors else "the document has no headings"
+        super().__init__(f"{url}: no section #{url.anchor} ({where})")
+        self.anchors = anchors
+
+
+class OutcomeUnknown(TransportError):
+    """A write's bytes may have reached the server but no readable answer came back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A server's answer: ``status``, metadata without ``status``, the body as sent."""
+
+    status: str
+    meta: dict[str, str]
+    body: bytes
+    from_cache: bool = False
+    """The server said ``not-modified`` and this is the cached response it confirmed."""
+
+    @property
+    def ok(self) -> bool:
+        """``ok``, ``created`` or ``not-modified``: the request did what it asked."""
+        return self.status in SUCCESS
+
+    @property
+    def version(self) -> int | None:
+        value = self.meta.get("version", "")
+        return int(value) if value.isascii() and value.isdigit() else None
+
+    @property
+    def next_cursor(self) -> str | None:
+        """The cursor of the next LIST page, None on the last page."""
+        if self.meta.get("complete") == "false":
+            return self.meta.get("next-cursor") or None
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult(Result):
+    """A LOOKUP answer with its table parsed."""
+
+    rows: tuple[LookupRow, ...] = ()
+    body_requested: bool = False
+
+    @property
+    def answered_from_catalog(self) -> bool:
+        """Body match was asked but the server matched the catalog only (an older server): an
+        empty table then says nothing about whether section text mentions the query."""
+        return self.status == Status.OK and self.body_requested and self.meta.get("match") != "body"
+
+
+class Client:
+    """Typed verbs on one pool, which the client owns and closes (by default: system CAs,
+    ``~/.mark/known_hosts`` pins, keepalive PINGs). ``tokens`` decides each request's token;
+    ``cache`` serves tokenless FETCH and LIST; ``default_host`` lets targets be bare paths.
+    Targets are ``MarkURL`` values or strings for ``parse_url``."""
+
+    def __init__(
+        self,
+        pool: Pool | None = None,
+        *,
+        tokens: Tokens | None = None,
+        cache: Cache | None = None,
+        default_host: str | None = None,
+        attempts: int = READ_ATTEMPTS,
+        retry_delay: float = RETRY_DELAY,
+    ) -> None:
+        self.pool = pool if pool is not None else Pool(keepalive=KEEPALIVE)
+        self.tokens = tokens if tokens is not None else Tokens()
+        self.cache = cache
+        self.default_host = default_host
+        self.attempts = attempts
+        self.retry_delay = retry_delay
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    def url(self, target: MarkURL | str) -> MarkURL:
+        """``InvalidURL`` for a string that names no server."""
+        if isinstance(target, MarkURL):
+            return target
+        return parse_url(target, default_host=self.default_host)
+
+    # reads
+
+    async def fetch(self, target: MarkURL | str, *, if_none_match: str | None = None) -> Result:
+        """The document; with ``#anchor``, only that heading's section (``AnchorNotFound`` when
+        the document has none of that name). Metadata is the whole document's."""
+        url = self.url(target)
+        meta = {} if if_none_match is None else {"if-none-match": if_none_match}
+        result = await self._read(url, "FETCH", meta)
+        if url.anchor and result.status == Status.OK:
+            result = _section(url, result)
+        return result
+
+    async def manifest(self, target: MarkURL | str) -> Result:
+        """The server's agent manifest (only the host of ``target`` matters)."""
+        return await self.fetch(self.url(target).with_path(MANIFEST_PATH))
+
+    async def list(
+        self,
+        target: MarkURL | str,
+        *,
+        cursor: str | None = None,
+        page_size: int | None = None,
+        include_archived: bool = False,
+    ) -> Result:
+        """One page of a folder; ``Result.next_cursor`` continues it."""
+        if page_size is not None and not 1 <= page_size <= LIST_PAGE_MAX:
+            raise ValueError(f"page size must be between 1 and {LIST_PAGE_MAX}")
+        meta = {"cursor": cursor} if cursor else {}
+        if page_size is not None:
+            meta["page-size"] = str(page_size)
+        if include_archived:
+            meta["include-archived"] = "true"
+        return await self._read(self.url(target), "LIST", meta)
+
+    async def versions(self, target: MarkURL | str) -> Result:
+        return await self._read(self.url(target), "VERSIONS", {})
+
+    async def lookup(
+        self,
+        target: MarkURL | str,
+        query: str,
+        *,
+        filter: str | None = None,
+        limit: int | None = None,
+        match: str | None = None,
+    ) -> LookupResult:
+        """Ranked rows under the scope ``target``. Arguments left out are not sent, so the
+        server's defaults apply (and an older server sees the request it knows)."""
+        if not query.strip():
+            raise ValueError("a lookup needs a query ('*' matches everything)")
+        if match not in (None, "catalog", "body"):
+            raise ValueError(f'match must be "catalog" or "body", got {match!r}')
+        if limit is not None and limit < 1:
+            raise ValueError("limit must be at least 1")
+        meta = {"query": query}
+        if filter:
+            meta["filter"] = filter
+        if limit is not None:
+            meta["limit"] = str(limit)
+        if match is not None:
+            meta["match"] = match
+        result = await self._read(self.url(target), "LOOKUP", meta)
+        rows = tuple(parse_lookup(result.body)) if result.status == Status.OK else ()
+        return LookupResult(
+            result.status, result.meta, result.body, rows=rows, body_requested=match == "body"
+        )
+
+    # writes
+
+    async def publish(
+        self,
+        target: MarkURL | str,
+        body: bytes,
+        *,
+        expected_version: int | None,
+        meta: Mapping[str, str] | None = None,
+    ) -> Result:
+        """A new version. ``expected_version`` 0 creates only, N replaces version N only, None
+        overwrites whatever is there. An empty body unarchives (the protocol's rule)."""
+        if expected_version is not None and expected_version < 0:
+            raise ValueError("expected_version must be 0 or more (None skips the check)")
+        return await self._write(self.url(target), "PUBLISH", body, expected_version, meta)
+
+    async def append(
+        self,
+        target: MarkURL | str,
+        body: bytes,
+        *,
+        expected_version: int | None = None,
+        meta: Mapping[str, str] | None = None,
+    ) -> Result:
+        """Add ``body`` to the end. Without ``expected_version`` the current version is fetched
+        first; if that fetch fails, its result is returned and nothing is appended."""
+        if not body:
+            raise ValueError("an append needs a non-empty body")
+        if expected_version is not None and expected_version < 1:
+            raise ValueError("expected_version of an append must be 1 or more")
+        url = self.url(target)
+        if expected_version is None:
+            current = await self._read(replace(url, anchor=""), "FETCH", {})
+            if current.status != Status.OK:
+                return current
+            if current.version is None:
+                raise MalformedResponse(f"{url}: the server sent no version")
+            expected_version = current.version
+        return await self._write(url, "APPEND", body, expected_version, meta)
+
+    async def archive(self, target: MarkURL | str) -> Result:
+        return await self._write(self.url(target), "ARCHIVE", b"", None, None)
+
+    # private
+
+    async def _read(self, url: MarkURL, verb: str, meta: dict[str, str]) -> Result:
+        token = self.tokens.for_authority(url.authority)
+        cache = self.cache if verb in _CACHED_VERBS and not meta and token is None else None
+        entry = None if cache is None else cache.get(verb, url.authority, url.path)
+        request_meta = dict(meta)
+        if token is not None:
+            request_meta["auth"] = token
+        if entry is not None:
+            request_meta.update(conditions(entry))
+        response = await self._exchange(url, Request(verb, url.path, request_meta, b""), False)
+        if entry is not None and response.status == Status.NOT_MODIFIED:
+            return Result(entry.status, entry.meta, entry.body, from_cache=True)
+        if cache is not None:
+            cache.put(verb, url.authority, url.path, response)
+        return Result(response.status, response.meta, response.body)
+
+    async def _write(
+        self,
+        url: MarkURL,
+        verb: str,
+        body: bytes,
+        expected_version: int | None,
+        meta: Mapping[str, str] | None,
+    ) -> Result:
+        request_meta = dict(meta or {})
+        control = sorted(CONTROL_KEYS.intersection(request_meta))
+        if control:
+            raise ValueError(f"metadata key {control[0]!r} is set by the client, not by callers")
+        token = self.tokens.for_authority(url.authority)
+        if token is not None:
+            request_meta["auth"] = token
+        if expected_version is not None:
+            request_meta["expected-version"] = str(expected_version)
+        response = await self._exchange(url, Request(verb, url.path, request_meta, body), True)
+        return Result(response.status, response.meta, response.body)
+
+    async def _exchange(self, url: MarkURL, request: Request, write: bool) -> Response:
+        data = emit_request(request)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        attempt = 1
+        while True:
+            try:
+                raw = await self.pool.request(url.authority, data)
+                break
+            except TransportError as exc:
+                if write and exc.sent:
+                    raise OutcomeUnknown(_unknown(request.verb, url, exc), sent=True) from exc
+                if (
+                    not isinstance(exc, _TRANSIENT)
+                    or attempt >= self.attempts
+                    or loop.time() - start > RETRY_WINDOW
+                ):
+                    raise
+            attempt += 1
+            await asyncio.sleep(self.retry_delay)
+        try:
+            return parse_response(raw)
+        except MalformedResponse as exc:
+            if write:
+                raise OutcomeUnknown(_unknown(request.verb, url, exc), sent=True) from exc
+            raise
+
+
+def _unknown(verb: str, url: MarkURL, cause: Exception) -> str:
+    return (
+        f"{cause}; the outcome of {verb} is unknown: it may have been applied, "
+        f"so fetch {replace(url, anchor='')} before retrying"
+    )
+
+
+def _section(url: MarkURL, result: Result) -> Result:
+    """Cut out the anchor's section (imported here: the parser costs a third of a second)."""
+    from markproto.protocol import mdoutline
+
+    text = result.body.decode("utf-8", "replace")
+    part = mdoutline.section(text, url.anchor)
+    if part is None:
+        raise AnchorNotFound(url, [h.anchor for h in mdoutline.headings(text)])
+    return replace(result, body=part.encode())
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class _Blocking(Generic[P, T]):
+    """A ``Client`` coroutine method as a blocking ``SyncClient`` method."""
+
+    def __init__(self, method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]]) -> None:
+        self.method = method
+
+    def __get__(self, facade: SyncClient, owner: type[SyncClient]) -> Callable[P, T]:
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            return facade.runner.run(self.method(facade.client, *args, **kwargs))
+
+        return call
+
+
+class SyncClient:
+    """The same verbs, blocking, on a private event loop (scripts, notebooks, REPLs)."""
+
+    def __init__(self, client: Client | None = None) -> None:
+        self.runner = asyncio.Runner()
+        self.client = client if client is not None else Client()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.runner.run(self.client.close())
+        finally:
+            self.runner.close()
+
+    fetch = _Blocking(Client.fetch)
+    manifest = _Blocking(Client.manifest)
+    list = _Blocking(Client.list)
+    versions = _Blocking(Client.versions)
+    lookup = _Blocking(Client.lookup)
+    publish = _Blocking(Client.publish)
+    append = _Blocking(Client.append)
+    archive = _Blocking(Client.archive)
