@@ -135,6 +135,9 @@ def configure(fmt: str, level: str, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(LEVELS[level.lower()])
+    # aioquic logs every connection at INFO (per-connection noise a journal need not hold).
+    quiet = LEVELS[level.lower()] > logging.DEBUG
+    logging.getLogger("quic").setLevel(logging.WARNING if quiet else logging.NOTSET)
 
 
 def log_request(verb: str, path: str, status: str, duration_ms: float, peer_ip: str) -> None:

@@ -32,8 +32,10 @@ def test_wheel_holds_only_the_markproto_namespace(tmp_path: Path) -> None:
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"markproto"}
     for package in ("protocol", "server", "client"):
-        assert f"markproto/{package}/__init__.py" in names
         assert f"markproto/{package}/py.typed" in names
+        # Every module of the checkout ships, subpackages included.
+        for source in (REPO / package).rglob("*.py"):
+            assert f"markproto/{package}/{source.relative_to(REPO / package)}" in names
 
 
 @pytest.mark.parametrize("script", ["mark", "mark-server"])

@@ -137,3 +137,17 @@ def test_sanitize_is_printable_and_idempotent(text: str) -> None:
     assert clean.isprintable()
     assert sanitize(clean) == clean
     assert len(sanitize(text, 40)) <= 41
+
+
+def test_aioquic_connection_chatter_is_kept_out_below_debug() -> None:
+    import io
+    import logging
+
+    out = io.StringIO()
+    configure("text", "info", out)
+    logging.getLogger("quic").info("[abc] connection established")
+    assert out.getvalue() == ""
+    configure("text", "debug", out)
+    logging.getLogger("quic").info("[abc] connection established")
+    assert "connection established" in out.getvalue()
+    configure("text", "info", out)

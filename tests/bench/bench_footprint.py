@@ -1,0 +1,205 @@
+"""What a running server costs: resident memory and startup time, for sizing a small board.
+
+Starts `mark-server serve` as a child process on two roots: the seeded first-run root, and the
+FastAPI docs published 20 times under different prefixes (about 3,100 documents, 38 MB of
+markdown). For each: the time from process start until it prints "markproto serving ... on udp"
+(median of a few starts), VmRSS and VmHWM from /proc at idle, then again after a read load of
+FETCHes and body-mode LOOKUPs (the body index is the server's largest structure), the CPU time the
+idle server spends over a minute (its periodic store scans run every 30 s), and whether SIGTERM
+ends it with status 0. deploy/README.md quotes these numbers and sizes MemoryMax from the peak.
+
+    /work/venv/bin/python tests/bench/bench_footprint.py [--copies 20] [--starts 3] [--idle 65]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from support import SHARED
+from support.server import ServerProcess, start_server_process
+
+from markproto.client.connection import Pool
+from markproto.client.trust import Trust
+from markproto.protocol import meta, wire
+from markproto.server import seed
+from markproto.server.store import Store
+
+CORPUS = SHARED / "corpus" / "fastapi-docs"
+TICK = os.sysconf("SC_CLK_TCK")
+QUERIES = [
+    "dependency injection",
+    "path parameters",
+    "oauth2 password bearer",
+    "background tasks",
+    "cors middleware",
+    "response model",
+    "query parameter validation",
+    "websocket",
+    "testing client",
+    "sql database session",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    root: str
+    documents: int
+    megabytes: float
+    start_s: float
+    idle_rss: int
+    idle_hwm: int
+    load_rss: int
+    load_hwm: int
+    requests: int
+    idle_cpu: float
+    exit_status: int
+
+
+def publish_corpus(root: Path, copies: int) -> tuple[int, int]:
+    """Publish every markdown file of the corpus ``copies`` times (copy k under ``/c<k>``)."""
+    store = Store(root)
+    files = sorted(CORPUS.rglob("*.md"))
+    count = size = 0
+    for copy in range(copies):
+        for file in files:
+            path = f"/c{copy:02d}/{file.relative_to(CORPUS).as_posix()}"
+            body = file.read_bytes()
+            store.publish(path, body, meta.with_type_default(path, {}), expected=None)
+            count += 1
+            size += len(body)
+    return count, size
+
+
+def memory(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) in KiB."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.split()[0] if value.split() else "0"
+    return int(fields["VmRSS"]), int(fields["VmHWM"])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of ``pid`` so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / TICK
+
+
+async def read_load(port: int, paths: list[str], fetches: int) -> int:
+    """Sequential FETCHes of random documents, then every query in body and catalog mode."""
+    rng = random.Random(7)
+    requests = [wire.Request("FETCH", rng.choice(paths), {}, b"") for _ in range(fetches)]
+    for query in QUERIES:
+        for mode in ("body", "catalog"):
+            requests.append(wire.Request("LOOKUP", "/", {"query": query, "match": mode}, b""))
+    async with Pool(Trust(insecure=True)) as pool:
+        for request in requests:
+            response = wire.parse_response(
+                await pool.request(f"127.0.0.1:{port}", wire.emit_request(request))
+            )
+            if response.status != "ok":
+                raise RuntimeError(f"{request.verb} {request.path}: {response.status}")
+    return len(requests)
+
+
+def start(root: Path, state: Path) -> tuple[ServerProcess, float]:
+    began = time.monotonic()
+    server = start_server_process(root, state, timeout=120.0)
+    return server, time.monotonic() - began
+
+
+def measure(
+    name: str, root: Path, state: Path, *, starts: int, fetches: int, idle: float
+) -> Sample:
+    paths = [path for kind, path in Store(root).walk() if kind == "doc"]
+    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+    times = []
+    for _ in range(starts - 1):
+        server, seconds = start(root, state)
+        times.append(seconds)
+        server.terminate()
+    server, seconds = start(root, state)
+    times.append(seconds)
+    try:
+        time.sleep(2.0)
+        rest = memory(server.proc.pid)
+        count = asyncio.run(read_load(server.port, paths, fetches))
+        time.sleep(0.5)
+        loaded = memory(server.proc.pid)
+        before = cpu_seconds(server.proc.pid)
+        time.sleep(idle)
+        idle_cpu = (cpu_seconds(server.proc.pid) - before) / idle * 100 if idle else 0.0
+        status = server.terminate()
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    return Sample(
+        name,
+        len(paths),
+        size / 1e6,
+        statistics.median(times),
+        *rest,
+        *loaded,
+        count,
+        idle_cpu,
+        status,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--copies", type=int, default=20, help="corpus copies in the large root")
+    parser.add_argument("--starts", type=int, default=3, help="starts per root (median time)")
+    parser.add_argument("--fetches", type=int, default=300, help="FETCHes in the load phase")
+    parser.add_argument("--idle", type=float, default=65.0, help="seconds of idle CPU sampling")
+    args = parser.parse_args()
+    if not CORPUS.is_dir():
+        sys.exit(f"{CORPUS} is absent: the shared corpus lives beside the checkout")
+
+    with tempfile.TemporaryDirectory(prefix="bench-footprint-") as tmp:
+        base = Path(tmp)
+        seeded = base / "seeded"
+        seeded.mkdir()
+        seed.seed(seeded)
+        corpus = base / "corpus"
+        corpus.mkdir()
+        began = time.monotonic()
+        count, size = publish_corpus(corpus, args.copies)
+        print(
+            f"published {count} documents ({size / 1e6:.1f} MB of markdown) through Store.publish"
+            f" in {time.monotonic() - began:.1f} s",
+            file=sys.stderr,
+        )
+        options = {"starts": args.starts, "fetches": args.fetches, "idle": args.idle}
+        samples = [
+            measure("seeded", seeded, base / "seeded-state", **options),
+            measure(f"fastapi x{args.copies}", corpus, base / "corpus-state", **options),
+        ]
+
+    mib = 1024
+    print(
+        f"\n{'root':<14} {'docs':>6} {'on disk':>8} {'start':>7} {'idle RSS':>9} {'idle HWM':>9}"
+        f" {'load RSS':>9} {'load HWM':>9} {'reqs':>5} {'idle CPU':>8} {'exit':>5}"
+    )
+    for s in samples:
+        print(
+            f"{s.root:<14} {s.documents:>6} {s.megabytes:>6.1f}MB {s.start_s:>6.2f}s"
+            f" {s.idle_rss / mib:>6.1f}MiB {s.idle_hwm / mib:>6.1f}MiB"
+            f" {s.load_rss / mib:>6.1f}MiB {s.load_hwm / mib:>6.1f}MiB {s.requests:>5}"
+            f" {s.idle_cpu:>7.2f}% {s.exit_status:>5}"
+        )
+
+
+if __name__ == "__main__":
+    main()
