@@ -467,6 +467,71 @@ def edit(opts: Options, url: str | None) -> None:
     _emit(opts, result, notes=[] if result.ok else [kept])
 
 
+# --- agents -----------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option(
+    "-host",
+    "--host",
+    metavar="mark://HOST[:PORT]",
+    help="Default server: tools take bare paths (else MARK_HOST).",
+)
+@click.option(
+    "-token",
+    "--token",
+    metavar="TOKEN",
+    help="Token for the -host server only (else MARK_AUTH or tokens.toml).",
+)
+@click.option("-insecure", "--insecure", is_flag=True, help="Skip certificate verification.")
+@click.option(
+    "-trust-new",
+    "--trust-new",
+    is_flag=True,
+    help="Pin a certificate no CA vouches for on first contact (ssh's accept-new).",
+)
+@click.option(
+    "-timeout",
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="Dial and response timeout in seconds.",
+)
+def mcp(
+    host: str | None, token: str | None, insecure: bool, trust_new: bool, timeout: float
+) -> None:
+    """Serve the MCP bridge for agents on stdin and stdout (see docs/MCP.md).
+
+    One connection per server serves the whole session; stored tokens are reread on every
+    call, so `mark token add` takes effect at once. Ends when stdin closes.
+    """
+    from markproto.protocol.errors import InvalidURL
+    from markproto.protocol.url import parse_url
+
+    text = host or os.environ.get("MARK_HOST") or None
+    hint = "-host" if host else "MARK_HOST"
+    try:
+        target = parse_url(text) if text else None
+    except InvalidURL as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+    if target is not None and (target.path != "/" or target.anchor):
+        raise click.BadParameter("give mark://host[:port] without a path", param_hint=hint)
+    if target is None and (token or os.environ.get("MARK_AUTH")):
+        _note("-token and MARK_AUTH go only to the -host server; without -host they are unused")
+        token = None
+    opts = Options(token, insecure, trust_new, timeout, as_json=False, verbose=False)
+    client = _client(opts, target, cache=False)
+    import asyncio
+
+    from markproto.client.client import KEEPALIVE
+    from markproto.client.mcp import serve
+
+    client.pool.trust.confirm = None  # stdin carries the protocol: no one can answer a prompt
+    client.pool.keepalive = KEEPALIVE  # one session outlives any server's idle timeout
+    asyncio.run(serve(client, target))
+
+
 # --- tokens -----------------------------------------------------------------------------------
 
 
@@ -565,7 +630,7 @@ def _target(text: str | None) -> MarkURL:
         raise click.BadParameter(str(exc), param_hint=source) from None
 
 
-def _client(opts: Options, target: MarkURL, cache: bool) -> Client:
+def _client(opts: Options, target: MarkURL | None, cache: bool) -> Client:
     from markproto.client.cache import Cache
     from markproto.client.client import Client
     from markproto.client.connection import Pool
@@ -575,6 +640,7 @@ def _client(opts: Options, target: MarkURL, cache: bool) -> Client:
     explicit = opts.auth or os.environ.get("MARK_AUTH") or None
     if explicit is not None and not valid_token(explicit):
         raise click.BadParameter("a token is one word without spaces", param_hint="-auth/MARK_AUTH")
+    overrides = {target.authority: explicit} if explicit and target is not None else {}
     home = _home()
     trust = Trust(
         insecure=opts.insecure,
@@ -586,7 +652,7 @@ def _client(opts: Options, target: MarkURL, cache: bool) -> Client:
     pool = Pool(trust, dial_timeout=opts.timeout, request_timeout=opts.timeout)
     return Client(
         pool,
-        tokens=Tokens(_token_store(), {target.authority: explicit} if explicit else {}),
+        tokens=Tokens(_token_store(), overrides),
         cache=Cache(home / "cache", warn=_note) if cache else None,
     )
 

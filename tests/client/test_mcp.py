@@ -1,0 +1,700 @@
+"""The MCP bridge in process, through the SDK's own client in both modes: ``auto`` (the direct
+dispatcher of the 2026 protocol) and ``legacy`` (the JSON-RPC stream loop with the ``initialize``
+handshake that stdio clients use). Most tests run against a real server on loopback; answers a
+conforming server never gives (huge tables, unreadable bytes, a write lost in flight) come from a
+scripted pool."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mcp import Client as MCPClient
+from mcp.shared.exceptions import MCPError
+from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server
+
+from markproto.client import mcp as bridge
+from markproto.client.cli import main
+from markproto.client.client import CATALOG_FALLBACK_NOTE, Client
+from markproto.client.connection import Pool, TransportError, Unreachable
+from markproto.client.tokenstore import Tokens, TokenStore
+from markproto.client.trust import Trust
+from markproto.protocol import bodies, mdoutline, wire
+from markproto.protocol.url import MarkURL, parse_url
+
+DOCS_TOKEN = "test-docs-token"
+TOKENS = {"writer": TokenSpec(WRITE_TOKEN), "docs": TokenSpec(DOCS_TOKEN, paths=("/docs/**",))}
+QUIC = "# QUIC notes\n\nIntro.\n\n## Flow control\n\nThe receive window doubles.\n"
+TOOLS = {
+    "mark_fetch": ["url", "force", "verbose", "offset"],
+    "mark_list": ["url", "include_archived", "cursor", "page_size", "verbose", "offset"],
+    "mark_versions": ["url", "verbose", "offset"],
+    "mark_lookup": ["url", "query", "filter", "limit", "match", "verbose", "offset"],
+    "mark_publish": ["url", "body", "expected_version", "metadata"],
+    "mark_append": ["url", "body", "expected_version", "metadata"],
+    "mark_archive": ["url"],
+    "mark_discover": ["url"],
+}
+SCHEMA_BUDGET = 9_400
+MARKER = re.compile(
+    r"\[truncated: showing characters ([\d,]+)-([\d,]+) of ([\d,]+); (.*)\]\n\Z"
+    r"|\[showing characters ([\d,]+)-([\d,]+) of ([\d,]+): the end\]\n\Z"
+)
+
+
+@dataclass
+class Session:
+    """One SDK client session on the bridge."""
+
+    mcp: MCPClient
+
+    async def call(self, tool: str, **args: object) -> str:
+        """The text of a result that is not an error."""
+        result = await self.mcp.call_tool(tool, args)
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert result.is_error is False, text
+        assert len(result.content) == 1
+        assert result.structured_content is None
+        return text
+
+    async def fail(self, tool: str, **args: object) -> str:
+        """The message of a tool error, without the SDK's prefix."""
+        result = await self.mcp.call_tool(tool, args)
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert result.is_error is True, text
+        prefix = f"Error executing tool {tool}: "
+        assert text.startswith(prefix)
+        return text.removeprefix(prefix)
+
+
+@asynccontextmanager
+async def session(client: Client, host: MarkURL | None, mode: str) -> AsyncIterator[Session]:
+    async with client, MCPClient(bridge.build_server(client, host), mode=mode) as mcp:
+        yield Session(mcp)
+
+
+def live_client(server: RunningServer, tokens: Tokens) -> Client:
+    return Client(Pool(Trust(cafile=str(server.cert))), tokens=tokens, retry_delay=0)
+
+
+@pytest.fixture(params=["auto", "legacy"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
+    async with running_server(tmp_path / "root", tokens=TOKENS) as running:
+        yield running
+
+
+@pytest.fixture
+def host(server: RunningServer) -> MarkURL:
+    return parse_url(server.url)
+
+
+Connect = Callable[[], AbstractAsyncContextManager[Session]]
+
+
+@pytest.fixture
+def connect(server: RunningServer, host: MarkURL, mode: str) -> Connect:
+    """The bridge as ``mark mcp -host <server> -token <writer>`` runs it. A context manager, not a
+    yield fixture: the SDK's task group must close in the task that opened it."""
+    tokens = Tokens(None, {host.authority: WRITE_TOKEN})
+    return lambda: session(live_client(server, tokens), host, mode)
+
+
+def split(text: str) -> tuple[dict[str, str], str]:
+    """An envelope's ``key: value`` lines and its body."""
+    head, _, body = text.partition("\n\n")
+    fields = dict(line.split(": ", 1) for line in head.splitlines())
+    return fields, body
+
+
+# --- the surface ------------------------------------------------------------------------------
+
+
+async def test_tools_have_the_reference_names_and_parameters_within_the_schema_budget(
+    connect: Connect,
+) -> None:
+    async with connect() as agent:
+        listed = await agent.mcp.list_tools()
+        tools = {tool.name: tool for tool in listed.tools}
+        assert {
+            name: list(tool.input_schema["properties"]) for name, tool in tools.items()
+        } == TOOLS
+        assert tools["mark_fetch"].input_schema["required"] == ["url"]
+        assert tools["mark_lookup"].input_schema["required"] == ["url", "query"]
+        assert tools["mark_publish"].input_schema["required"] == ["url", "body", "expected_version"]
+        assert tools["mark_lookup"].input_schema["properties"]["match"]["anyOf"][0]["enum"] == [
+            "catalog",
+            "body",
+        ]
+        for name, tool in tools.items():
+            assert tool.output_schema is None
+            assert tool.description and "\n " not in tool.description
+            writes = name in ("mark_publish", "mark_append", "mark_archive")
+            assert tool.description.endswith("Requires -token.") is writes
+            assert tool.annotations is not None and tool.annotations.read_only_hint is not writes
+        metadata = tools["mark_publish"].input_schema["properties"]["metadata"]
+        assert "tags" in metadata["description"] and "importance" in metadata["description"]
+        served = listed.model_dump_json(by_alias=True, exclude_none=True)
+        assert len(served.encode()) < SCHEMA_BUDGET
+
+
+async def test_instructions_name_the_host_and_the_cheap_path(
+    connect: Connect, host: MarkURL
+) -> None:
+    async with connect() as agent:
+        text = agent.mcp.instructions
+        assert text is not None
+        assert text.startswith(f"Connected to {host.identity}; use bare paths like /index.md. ")
+        for phrase in (
+            'match "body"',
+            "limit 3",
+            "#anchor",
+            "never infer",
+            "catalog",
+            "[truncated",
+        ):
+            assert phrase in text
+        assert bridge.instructions(None).startswith(
+            "Use full mark:// URLs like mark://host/index.md."
+        )
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+async def test_fetch_returns_the_lean_envelope_and_verbose_adds_every_key(
+    connect: Connect, host: MarkURL
+) -> None:
+    async with connect() as agent:
+        meta = {"tags": "quic,transport", "importance": "0.8"}
+        created = await agent.call(
+            "mark_publish", url="/notes/quic.md", body=QUIC, expected_version=0, metadata=meta
+        )
+        fields, body = split(created)
+        assert (fields["status"], fields["version"], body) == ("created", "1", "")
+        assert list(fields) == ["status", "version", "modified"]
+
+        assert await agent.call("mark_fetch", url="/notes/quic.md") == (
+            f"status: ok\nversion: 1\ntitle: QUIC notes\n\n{QUIC}"
+        )
+        fields, body = split(await agent.call("mark_fetch", url="/notes/quic.md", verbose=True))
+        assert body == QUIC
+        assert list(fields)[:3] == ["status", "version", "title"]
+        assert {"content-hash", "etag", "modified", "importance", "tags", "type"} <= set(fields)
+        assert (fields["tags"], fields["importance"]) == ("quic,transport", "0.8")
+        # A full URL names the same document.
+        assert await agent.call(
+            "mark_fetch", url=f"{host.identity}/notes/quic.md"
+        ) == await agent.call("mark_fetch", url="/notes/quic.md")
+
+
+async def test_fetch_anchor_returns_one_section_and_an_unknown_anchor_lists_them(
+    connect: Connect, host: MarkURL
+) -> None:
+    async with connect() as agent:
+        await agent.call("mark_publish", url="/notes/quic.md", body=QUIC, expected_version=0)
+        assert await agent.call("mark_fetch", url="/notes/quic.md#flow-control") == (
+            "status: ok\nversion: 1\ntitle: QUIC notes\n\n"
+            "## Flow control\n\nThe receive window doubles.\n"
+        )
+        assert await agent.fail("mark_fetch", url="/notes/quic.md#flow") == (
+            f"{host.identity}/notes/quic.md#flow: no section #flow "
+            "(sections: #quic-notes, #flow-control)"
+        )
+
+
+async def test_fetch_title_follows_the_catalog_rule(connect: Connect) -> None:
+    cases = [
+        ("/t/declared.md", "# Heading\n\ntext\n", {"title": "  Declared  "}, "Declared"),
+        ("/t/h1.md", "---\nx: 1\n---\nintro\n  # First h1  \n# Second\n", {}, "First h1"),
+        ("/t/plain.md", "no heading at all\n", {}, "plain.md"),
+    ]
+    async with connect() as agent:
+        for path, body, meta, title in cases:
+            await agent.call("mark_publish", url=path, body=body, expected_version=0, metadata=meta)
+            fields, _ = split(await agent.call("mark_fetch", url=path))
+            assert fields["title"] == title
+
+
+def big_document() -> str:
+    """About 130 KB: sixty short sections and one section of 50,000 characters."""
+    part = ("lorem ipsum dolor sit amet " * 6 + "\n") * 4
+    sections = "".join(f"## Part {i}\n\n{part}\n" for i in range(60))
+    return f"# Big\n\nIntro.\n\n{sections}## Huge\n\n" + "huge line of text\n" * 2_800
+
+
+async def pages(agent: Session, tool: str, **args: object) -> str:
+    """Follow a result's truncation markers to the end; check every page's bound and marker
+    and return the body they add up to."""
+    whole, offset, total = "", 0, None
+    while True:
+        text = await agent.call(tool, **args, **({"offset": offset} if offset else {}))
+        assert len(text) <= bridge.MAX_RESULT
+        _, body = split(text)
+        marker = MARKER.search(body)
+        assert marker is not None, body[-300:]
+        numbers = [int(n.replace(",", "")) for n in marker.groups() if n and n[0].isdigit()]
+        start, end, size = numbers
+        assert (start, total or size) == (offset, size)
+        total = size
+        whole += body[: end - start]
+        if marker.group(4) is None:
+            return whole
+        assert f"offset={end}" in marker.group(4)
+        offset = end
+
+
+async def test_a_large_document_comes_as_an_outline_and_force_pages_through_all_of_it(
+    connect: Connect, host: MarkURL
+) -> None:
+    async with connect() as agent:
+        doc = big_document()
+        await agent.call("mark_publish", url="/big.md", body=doc, expected_version=0)
+        size = len(doc.encode())
+        assert await agent.call("mark_fetch", url="/big.md") == (
+            f"status: ok\nversion: 1\ntitle: Big\nnote: {size:,} bytes, over 8 KB: the outline "
+            f"follows. Fetch a section with {host.identity}/big.md#<anchor>, "
+            "or everything with force=true."
+            f"\n\n{mdoutline.outline(doc)}"
+        )
+        assert await pages(agent, "mark_fetch", url="/big.md", force=True) == doc
+        huge = mdoutline.section(doc, "huge")
+        assert huge is not None and len(huge) > bridge.MAX_RESULT
+        assert await pages(agent, "mark_fetch", url="/big.md#huge") == huge
+        assert "past the end" in await agent.fail("mark_fetch", url="/big.md", offset=size + 1)
+
+
+async def test_list_versions_and_lookup_carry_their_lean_keys(connect: Connect) -> None:
+    async with connect() as agent:
+        for name in ("a.md", "b.md"):
+            await agent.call(
+                "mark_publish",
+                url=f"/docs/{name}",
+                body=QUIC,
+                expected_version=0,
+                metadata={"tags": "quic"},
+            )
+        first = await agent.call("mark_list", url="/docs/", page_size=1)
+        fields, body = split(first)
+        assert (fields["status"], fields["entries"], fields["complete"]) == ("ok", "1", "false")
+        assert list(fields) == ["status", "entries", "complete", "next-cursor"]
+        assert body == "# Index of /docs/\n\n- [a.md](a.md)\n\n*...truncated, too many entries*\n"
+        second = await agent.call("mark_list", url="/docs/", cursor=fields["next-cursor"])
+        assert split(second) == (
+            {"status": "ok", "entries": "1", "complete": "true"},
+            "# Index of /docs/\n\n- [b.md](b.md)\n",
+        )
+
+        fields, body = split(await agent.call("mark_versions", url="/docs/a.md"))
+        assert fields == {"status": "ok", "total": "1", "current": "1", "chain-valid": "true"}
+        assert body.startswith("# Version History: /docs/a.md\n\n- [v1](")
+
+        found = await agent.call(
+            "mark_lookup", url="/docs/", query="receive window", match="body", limit=3
+        )
+        assert found == (
+            "status: ok\nmatches: 2\nmatch: body\n\n"
+            '# Lookup matches for "receive window" in /docs\n\n'
+            "| Path | Importance | Title | Tags | Snippet |\n"
+            "|------|------------|-------|------|---------|\n"
+            "| /docs/a.md#flow-control | 0.50 | QUIC notes › Flow control | quic | "
+            "The receive window doubles. |\n"
+            "| /docs/b.md#flow-control | 0.50 | QUIC notes › Flow control | quic | "
+            "The receive window doubles. |\n"
+        )
+        assert "query must be at least 2" in await agent.fail("mark_lookup", url="/", query="x")
+
+
+async def test_lookup_shows_ten_tags_unless_verbose(connect: Connect) -> None:
+    async with connect() as agent:
+        tags = ",".join(f"t{i}" for i in range(13))
+        await agent.call(
+            "mark_publish",
+            url="/tagged.md",
+            body="# Tagged\n",
+            expected_version=0,
+            metadata={"tags": tags},
+        )
+        lean = await agent.call("mark_lookup", url="/", query="tagged")
+        assert "| t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, +3 more |" in lean
+        verbose = await agent.call("mark_lookup", url="/", query="tagged", verbose=True)
+        assert "| t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12 |" in verbose
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+async def test_conflict_archived_and_not_permitted_are_results_the_agent_can_act_on(
+    server: RunningServer, host: MarkURL, mode: str
+) -> None:
+    tokens = Tokens(None, {host.authority: DOCS_TOKEN})
+    async with session(live_client(server, tokens), host, mode) as agent:
+        await agent.call("mark_publish", url="/docs/a.md", body="# A\n", expected_version=0)
+        conflict = await agent.call("mark_publish", url="/docs/a.md", body="x", expected_version=0)
+        fields, body = split(conflict)
+        assert fields == {"status": "conflict", "your-version": "0", "server-version": "1"}
+        assert body.startswith("# Version Conflict\n")
+
+        appended = await agent.call("mark_append", url="/docs/a.md", body="more\n")
+        assert list(split(appended)[0]) == ["status", "version", "modified"]
+        assert split(appended)[0]["version"] == "2"
+        assert split(
+            await agent.call("mark_append", url="/docs/a.md", body="x\n", expected_version=1)
+        )[0] == {"status": "conflict", "your-version": "1", "server-version": "2"}
+
+        archived = await agent.call("mark_archive", url="/docs/a.md")
+        assert archived == "status: ok\nversion: 2\narchived: true\n"
+        assert await agent.call("mark_fetch", url="/docs/a.md") == (
+            "status: archived\n\n# Archived\n\n/docs/a.md is archived\n"
+        )
+        refused = await agent.call("mark_publish", url="/other.md", body="x", expected_version=0)
+        assert split(refused)[0] == {"status": "not-permitted"}
+        assert await agent.call("mark_fetch", url="/missing.md") == (
+            "status: not-found\n\n# Not found\n\n/missing.md not found\n"
+        )
+
+
+async def test_bad_arguments_are_tool_errors(connect: Connect) -> None:
+    async with connect() as agent:
+        assert "must end in .md" in await agent.fail(
+            "mark_publish", url="/a.txt", body="x", expected_version=0
+        )
+        assert "'auth' is set by the client" in await agent.fail(
+            "mark_publish", url="/a.md", body="x", expected_version=0, metadata={"auth": "x"}
+        )
+        assert "bad-request" in await agent.fail(
+            "mark_publish", url="/a.md", body="x", expected_version=0, metadata={"Bad": "1"}
+        )
+        assert await agent.fail("mark_fetch", url="http://x/a.md") == (
+            "unsupported scheme 'http': only mark:// URLs are supported"
+        )
+        assert "non-empty body" in await agent.fail("mark_append", url="/a.md", body="")
+        assert "page_size" in await agent.fail("mark_list", url="/", page_size=0)
+
+
+async def test_a_token_added_to_the_store_counts_without_a_restart(
+    server: RunningServer, host: MarkURL, mode: str, tmp_path: Path
+) -> None:
+    store = TokenStore(tmp_path / "tokens.toml")
+    async with session(live_client(server, Tokens(store)), host, mode) as agent:
+        refused = await agent.fail("mark_publish", url="/a.md", body="# A\n", expected_version=0)
+        assert refused.startswith("unauthorized: ")
+        assert "-token, or `mark token add`" in refused
+        store.add(host.authority, WRITE_TOKEN)
+        created = await agent.call("mark_publish", url="/a.md", body="# A\n", expected_version=0)
+        assert created.startswith("status: created\n")
+
+
+# --- without -host, discover, resources --------------------------------------------------------
+
+
+async def test_without_host_urls_are_full_and_discover_needs_one(
+    server: RunningServer, host: MarkURL, mode: str
+) -> None:
+    tokens = Tokens(None, {host.authority: WRITE_TOKEN})
+    async with session(live_client(server, tokens), None, mode) as agent:
+        assert "names no server" in await agent.fail("mark_fetch", url="/a.md")
+        assert "give url" in await agent.fail("mark_discover")
+        assert split(await agent.call("mark_discover", url=server.url))[0] == {
+            "status": "not-found"
+        }
+        manifest = "# Test site\n\n## Description\n\nFor the bridge.\n"
+        await agent.call(
+            "mark_publish",
+            url=f"{server.url}/.well-known/agent-manifest.md",
+            body=manifest,
+            expected_version=0,
+        )
+        assert await agent.call("mark_discover", url=server.url + "/ignored") == (
+            f"status: ok\nversion: 1\ntitle: Test site\n\n{manifest}"
+        )
+        templates = (await agent.mcp.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["mark://{host}/{+path}"]
+        read = await agent.mcp.read_resource(f"{server.url}/.well-known/agent-manifest.md")
+        assert read.contents[0].text == manifest  # type: ignore[union-attr]
+
+
+async def test_resources_return_documents_and_sections(connect: Connect, host: MarkURL) -> None:
+    async with connect() as agent:
+        templates = (await agent.mcp.list_resource_templates()).resource_templates
+        assert [(t.uri_template, t.mime_type) for t in templates] == [
+            (f"{host.identity}/{{+path}}", "text/markdown")
+        ]
+        doc = big_document()
+        await agent.call("mark_publish", url="/big.md", body=doc, expected_version=0)
+        whole = (await agent.mcp.read_resource(f"{host.identity}/big.md")).contents[0]
+        assert (whole.text, whole.mime_type) == (doc, "text/markdown")  # type: ignore[union-attr]
+        part = (await agent.mcp.read_resource(f"{host.identity}/big.md#part-3")).contents[0]
+        assert part.text == mdoutline.section(doc, "part-3")  # type: ignore[union-attr]
+        with pytest.raises(MCPError, match="no section #nope"):
+            await agent.mcp.read_resource(f"{host.identity}/big.md#nope")
+        with pytest.raises(MCPError, match="not found"):
+            await agent.mcp.read_resource(f"{host.identity}/missing.md")
+
+
+# --- a scripted pool: answers a live server will not give -------------------------------------
+
+Answer = Callable[[wire.Request], bytes]
+
+
+class ScriptedPool:
+    """Stands in for ``connection.Pool``: every request is answered by ``answer`` (or it raises)."""
+
+    def __init__(self, answer: Answer) -> None:
+        self.answer = answer
+        self.requests: list[wire.Request] = []
+
+    async def request(self, authority: str, data: bytes) -> bytes:
+        request = wire.parse_request(data)
+        self.requests.append(request)
+        return self.answer(request)
+
+    async def close(self) -> None:
+        pass
+
+
+def respond(status: str, meta: dict[str, str] | None = None, body: bytes = b"") -> Answer:
+    return lambda request: wire.emit_response(wire.Response(status, meta or {}, body))
+
+
+@asynccontextmanager
+async def scripted(answer: Answer, mode: str) -> AsyncIterator[Session]:
+    client = Client(ScriptedPool(answer), attempts=1)  # type: ignore[arg-type]
+    async with session(client, parse_url("mark://example.org"), mode) as opened:
+        yield opened
+
+
+def lookup_table() -> bytes:
+    rows = [
+        bodies.LookupRow(f"/docs/n{i}.md", "part", 0.5, f"Note {i}", ("a", "b"), "word " * 40)
+        for i in range(300)
+    ]
+    return bodies.render_lookup("word", "/docs", rows, body_mode=True)
+
+
+def index_page() -> bytes:
+    names = [f"{'long-name-' * 8}{i}.md" for i in range(1000)]
+    lines = b"".join(bodies.index_line(bodies.IndexEntry(n, False)) for n in names)
+    return bodies.index_heading("/docs/") + lines
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "meta", "body", "resume"),
+    [
+        (
+            "mark_lookup",
+            {"url": "/docs/", "query": "word", "match": "body", "limit": 1000},
+            {"matches": "300", "match": "body"},
+            lookup_table(),
+            "narrow the scope or lower the limit, or call mark_lookup with the same arguments",
+        ),
+        (
+            "mark_list",
+            {"url": "/docs/"},
+            {"entries": "1000", "complete": "true"},
+            index_page(),
+            "call mark_list with the same arguments",
+        ),
+    ],
+)
+async def test_large_generated_results_are_bounded_and_continue_by_offset(
+    mode: str, tool: str, args: dict[str, object], meta: dict[str, str], body: bytes, resume: str
+) -> None:
+    async with scripted(respond("ok", meta, body), mode) as agent:
+        first = await agent.call(tool, **args)
+        assert len(first) <= bridge.MAX_RESULT
+        assert resume in first
+        assert await pages(agent, tool, **args) == body.decode().lstrip("\n")
+
+
+async def test_the_catalog_fallback_is_noted(mode: str) -> None:
+    table = bodies.render_lookup("alpha", "/", [], body_mode=False)
+    async with scripted(respond("ok", {"matches": "0"}, table), mode) as agent:
+        found = await agent.call("mark_lookup", url="/", query="alpha", match="body")
+        assert split(found)[0] == {"status": "ok", "matches": "0", "note": CATALOG_FALLBACK_NOTE}
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        ("unauthorized", "unauthorized: invalid token (give the bridge a token for this server"),
+        ("bad-request", "bad-request: invalid token"),
+        ("server-error", "server-error: invalid token"),
+        ("rate-limited", "rate-limited: invalid token"),
+    ],
+)
+async def test_auth_and_server_failures_are_tool_errors(
+    mode: str, status: str, message: str
+) -> None:
+    answer = wire.emit_response(wire.error_response(status, "invalid token"))
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("mark_fetch", {"url": "/a.md"}),
+        ("mark_list", {"url": "/"}),
+        ("mark_versions", {"url": "/a.md"}),
+        ("mark_lookup", {"url": "/", "query": "ab"}),
+        ("mark_publish", {"url": "/a.md", "body": "x", "expected_version": 0}),
+        ("mark_append", {"url": "/a.md", "body": "x", "expected_version": 1}),
+        ("mark_archive", {"url": "/a.md"}),
+        ("mark_discover", {}),
+    ]
+    async with scripted(lambda request: answer, mode) as agent:
+        for tool, args in calls:
+            assert (await agent.fail(tool, **args)).startswith(message)
+
+
+def raising(exc: Exception) -> Answer:
+    def answer(request: wire.Request) -> bytes:
+        raise exc
+
+    return answer
+
+
+async def test_transport_failures_and_unreadable_answers_are_tool_errors(mode: str) -> None:
+    async with scripted(raising(Unreachable("example.org:6309: unreachable (timeout)")), mode) as a:
+        assert await a.fail("mark_fetch", url="/a.md") == "example.org:6309: unreachable (timeout)"
+    lost = TransportError("example.org:6309: connection lost\n(idle)", sent=True)
+    async with scripted(raising(lost), mode) as agent:
+        message = await agent.fail("mark_publish", url="/a.md", body="x", expected_version=0)
+        assert "\n" not in message
+        assert message.startswith(
+            "example.org:6309: connection lost (idle); the outcome of PUBLISH"
+        )
+        assert "fetch mark://example.org/a.md before retrying" in message
+    async with scripted(lambda request: b"garbage", mode) as agent:
+        assert (await agent.fail("mark_fetch", url="/a.md")).startswith("unreadable response (")
+
+
+async def test_requests_carry_exactly_the_arguments_given(mode: str) -> None:
+    pool_answer = respond("ok", {"matches": "0", "match": "body"}, lookup_table())
+    client = Client(ScriptedPool(pool_answer), attempts=1)  # type: ignore[arg-type]
+    pool = client.pool
+    async with session(client, parse_url("mark://example.org"), mode) as agent:
+        await agent.call(
+            "mark_lookup", url="/docs/", query="a b", filter="tag=x", limit=3, match="body"
+        )
+        await agent.call("mark_list", url="/d/", include_archived=True, cursor="AQ", page_size=5)
+        await agent.call(
+            "mark_publish",
+            url="/a.md",
+            body="# A\n",
+            expected_version=2,
+            metadata={"tags": "a,b", "importance": "0.9"},
+        )
+    sent = [(r.verb, r.path, r.meta, r.body) for r in pool.requests]  # type: ignore[attr-defined]
+    assert sent == [
+        (
+            "LOOKUP",
+            "/docs/",
+            {"query": "a b", "filter": "tag=x", "limit": "3", "match": "body"},
+            b"",
+        ),
+        ("LIST", "/d/", {"cursor": "AQ", "page-size": "5", "include-archived": "true"}, b""),
+        (
+            "PUBLISH",
+            "/a.md",
+            {"tags": "a,b", "importance": "0.9", "expected-version": "2"},
+            b"# A\n",
+        ),
+    ]
+
+
+# --- the page cut -----------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from("ab\n€"), max_size=3000),
+    room=st.integers(min_value=300, max_value=1200),
+)
+def test_pages_are_bounded_cut_at_lines_and_add_up_to_the_text(text: str, room: int) -> None:
+    whole, offset = "", 0
+    while True:
+        page = bridge._page(text, offset, room, lambda end: f"offset={end}")
+        assert len(page) <= room
+        if offset == 0 and len(text) <= room:
+            assert page == text
+            return
+        marker = MARKER.search(page)
+        assert marker is not None
+        numbers = [int(n.replace(",", "")) for n in marker.groups() if n and n[0].isdigit()]
+        start, end, total = numbers
+        assert (start, total) == (offset, len(text))
+        shown = page[: end - start]
+        if "\n" in text[offset:end] and end < total:
+            assert shown.endswith("\n")
+        whole += shown
+        if marker.group(4) is None:
+            assert whole == text
+            return
+        assert end > offset
+        offset = end
+
+
+# --- the `mark mcp` command -------------------------------------------------------------------
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MARK_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MARK_HOST", raising=False)
+    monkeypatch.delenv("MARK_AUTH", raising=False)
+    return tmp_path / "home"
+
+
+def test_help_lists_the_command_without_loading_the_sdk() -> None:
+    code = (
+        "import sys\nfrom markproto.client.cli import main\n"
+        "for args in (['--help'], ['mcp', '--help']):\n"
+        "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines()[-1] == "[]"
+    assert "  mcp " in out
+    for option in ("-host, --host", "-token, --token", "-insecure, --insecure"):
+        assert option in out
+
+
+@pytest.mark.usefixtures("home")
+def test_the_command_serves_until_stdin_ends() -> None:
+    result = CliRunner().invoke(main, ["mcp", "--host", "mark://127.0.0.1:1"], input="")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+
+
+@pytest.mark.usefixtures("home")
+def test_a_token_without_host_is_not_sent_anywhere() -> None:
+    result = CliRunner().invoke(main, ["mcp", "-token", "secret"], input="")
+    assert result.exit_code == 0
+    assert result.stderr == (
+        "mark: -token and MARK_AUTH go only to the -host server; without -host they are unused\n"
+    )
+
+
+@pytest.mark.usefixtures("home")
+@pytest.mark.parametrize(
+    ("host", "message"),
+    [
+        ("mark://h/docs/", "give mark://host[:port] without a path"),
+        ("mark://h/#x", "give mark://host[:port] without a path"),
+        ("http://h", "unsupported scheme 'http'"),
+    ],
+)
+def test_host_must_be_a_bare_server(host: str, message: str) -> None:
+    result = CliRunner().invoke(main, ["mcp", "-host", host], input="")
+    assert result.exit_code == 2
+    assert f"Error: Invalid value for -host: {message}" in result.stderr
