@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,8 +12,15 @@ from typing import Any
 
 import click
 
+from markproto.server import app, logsetup
 from markproto.server import tokens as tokenfile
-from markproto.server.config import ConfigError, load_config, parse_duration
+from markproto.server.config import (
+    ConfigError,
+    check_paths,
+    load_config,
+    parse_duration,
+    serve_options,
+)
 from markproto.server.logsetup import sanitize
 
 
@@ -19,6 +28,23 @@ from markproto.server.logsetup import sanitize
 @click.version_option(package_name="markproto", prog_name="mark-server")
 def main() -> None:
     """Serve versioned markdown over QUIC (the Mark Protocol)."""
+
+
+@main.command()
+@serve_options
+def serve(config: Path | None, **flags: object) -> None:
+    """Serve a content root over QUIC (with no flags: a default root in your data directory)."""
+    try:
+        settings = load_config(flags, os.environ, config)
+        check_paths(settings)
+        logsetup.configure(settings.log_format, settings.log_level)
+    except (ConfigError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        code = asyncio.run(app.run(settings))
+    except (tokenfile.TokensError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(code)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,3 +153,7 @@ def revoke(label: str, if_present: bool, tokens: Path | None) -> None:
         raise click.ClickException(str(exc)) from None
     note = f'Token "{label}" revoked from {path}' if removed else f'No token "{label}" in {path}'
     click.echo(note, err=True)
+
+
+if __name__ == "__main__":  # python -m markproto.server.cli
+    main()

@@ -1,0 +1,71 @@
+"""First-run content for the default root: a welcome page and the agent manifest.
+
+Published through the store like any other document, so both are versioned and hash-chained from
+their first byte and a newcomer can edit them with the token printed at first start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from markproto.protocol import meta as metarules
+from markproto.protocol.limits import MANIFEST_PATH
+
+from .store import Store
+
+WELCOME = """\
+# Welcome to markproto
+
+This server speaks the Mark Protocol: versioned, hash-chained markdown over QUIC.
+
+## Reading
+
+    mark fetch mark://localhost/index.md
+    mark list mark://localhost/
+    mark lookup --match body --query "hash chain" mark://localhost/
+
+## Writing
+
+Every write needs a publish token (the server printed one at its first start):
+
+    mark publish --auth TOKEN --expected-version 0 --body "# Hello" mark://localhost/hello.md
+    mark fetch mark://localhost/hello.md
+
+Every version is kept: `mark versions mark://localhost/hello.md` lists them, and the chain of hashes
+shows that none was changed after the fact.
+"""
+
+MANIFEST = """\
+# markproto
+
+## Description
+
+A knowledge server speaking the Mark Protocol: versioned markdown documents, each version linked to
+the one before it by its hash.
+
+## Paths
+
+- /index.md — how to read and write here
+
+## Capabilities
+
+- lookup-match: catalog, body
+
+## Guidelines
+
+Use LOOKUP with `match: body` and a small limit to find the section that answers a question, then
+fetch that `path#anchor` instead of whole documents.
+"""
+
+SEED = {"/index.md": (WELCOME, {"title": "Welcome"}), MANIFEST_PATH: (MANIFEST, {})}
+
+
+def seed(root: Path) -> list[str]:
+    """Publish the first-run documents into ``root`` where they are missing; return their paths."""
+    store = Store(root)
+    created = []
+    for path, (body, meta) in SEED.items():
+        if store.pointer(path) is None:
+            store.publish(path, body.encode(), metarules.with_type_default(path, meta), expected=0)
+            created.append(path)
+    return created
