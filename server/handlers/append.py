@@ -23,6 +23,7 @@ async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Respons
         return wire.error_response(status.Status.SERVER_ERROR, "append requires a body")
     overlay = metarules.publisher_meta(request.meta)
     metarules.validate(overlay)
+    metarules.validate_store(overlay)  # the request's own keys, before expected-version (reference)
     expected = metarules.parse_expected_version(request.meta.get("expected-version"), append=True)
     assert expected is not None  # required for APPEND: the rule raises when it is absent
     return written(await ctx.content.append(path, request.body, overlay, expected))

@@ -72,19 +72,22 @@ def build_page(
 
 
 def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
+    # The reference's order: read auth, hash path, include-archived, page-size, cursor, existence.
     meta = request.meta
-    limit = _page_size(meta.get("page-size", ""))
-    if limit is None:
-        return bad_request(f"page-size must be between 1 and {LIST_PAGE_MAX}")
-    include_archived = _flag(meta.get("include-archived", ""))
-    if include_archived is None:
-        return bad_request("include-archived must be true or false")
     token = meta.get("auth", "")
-    after = cursor.decode_cursor(meta.get("cursor", ""), path, include_archived) or None
     decision = dir_decision(ctx, path, token)
     if decision is not Decision.ALLOW:
         return denied(decision)
-    if paths.is_hash_path(path) or not ctx.content.snapshot.is_dir(path):
+    if paths.is_hash_path(path):
+        return not_found(path)
+    include_archived = _flag(meta.get("include-archived", ""))
+    if include_archived is None:
+        return bad_request("include-archived must be true or false")
+    limit = _page_size(meta.get("page-size", ""))
+    if limit is None:
+        return bad_request(f"page-size must be between 1 and {LIST_PAGE_MAX}")
+    after = cursor.decode_cursor(meta.get("cursor", ""), path, include_archived) or None
+    if not ctx.content.snapshot.is_dir(path):
         return not_found(path)
     page = build_page(ctx, path, token, include_archived=include_archived, after=after, limit=limit)
     out = {"entries": str(page.entries), "complete": "false" if page.more else "true"}

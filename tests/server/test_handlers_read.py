@@ -385,6 +385,20 @@ async def test_list_parameter_errors(content: Content) -> None:
     assert (await ask(d, "LIST", "/", {"page-size": "+1000"})).status == "ok"
 
 
+async def test_list_checks_auth_then_keys_then_existence(content: Content) -> None:
+    await put(content, "/secret/a.md", b"a")
+    d = dispatcher(content, grants())
+    # The reference's order: read auth, hash path, include-archived, page-size, cursor, existence.
+    denied = await ask(d, "LIST", "/secret", {"page-size": "0", "include-archived": "x"})
+    assert denied.status == "unauthorized"
+    both = await ask(d, "LIST", "/nowhere", {"page-size": "0", "include-archived": "x"})
+    assert both == error("bad-request", "include-archived must be true or false")
+    size = await ask(d, "LIST", "/nowhere", {"page-size": "0", "cursor": "!"})
+    assert size == error("bad-request", "page-size must be between 1 and 1000")
+    bad_cursor = await ask(d, "LIST", "/nowhere", {"cursor": "AQAABS9kb2NzYS5tZA"})
+    assert bad_cursor == error("bad-request", "LIST cursor does not match this request")
+
+
 async def test_list_not_found(content: Content) -> None:
     doc = await put(content, "/docs/a.md", b"a")
     d = dispatcher(content)

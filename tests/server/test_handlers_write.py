@@ -190,6 +190,10 @@ async def test_append_order_of_checks(d: Dispatcher) -> None:
     assert await ask(d, "APPEND", "/a.md", b"x", expected_version="1") == error(
         "not-found", "/a.md not found"
     )
+    # The request's store-level keys are checked before expected-version, as the reference does.
+    retention = await ask(d, "APPEND", "/a.md", b"x", retention="0")
+    assert retention.status == "bad-request"
+    assert retention.body.startswith(b"\n# Bad request\n\ninvalid publisher metadata: ")
 
 
 async def test_append_separator_and_metadata_merge(d: Dispatcher) -> None:
