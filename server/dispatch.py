@@ -5,12 +5,19 @@ the verb's handler. Reads answer synchronously from the snapshot (no task, no ex
 return an awaitable that finishes on the store's writer thread. Whatever a handler raises becomes a
 response here: store and rule refusals by their wire meaning, anything else ``internal error``
 with the traceback in the log and never on the wire.
+
+Successful reads are the bulk of the traffic, and a log record costs twice what serving a small
+FETCH does (36 µs against 17 µs, measured): at INFO they are only counted, and `log_summary` writes
+one record of the counts per interval. Writes and every refusal are logged one by one at INFO; at
+DEBUG every request is.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -41,7 +48,7 @@ from .handlers import (
     publish,
     versions,
 )
-from .logsetup import log_request
+from .logsetup import log_request, request_log
 from .transport import Peer
 
 log = logging.getLogger("markproto.server.dispatch")
@@ -55,6 +62,17 @@ _READS: dict[str, ReadHandler] = {
     "VERSIONS": versions.handle,
     "LOOKUP": lookup.handle,
 }
+_QUIET = frozenset({st.Status.OK, st.Status.NOT_MODIFIED})
+"""Read outcomes summarized at INFO rather than logged one by one."""
+_STORAGE = {
+    errno.ENOSPC: "insufficient storage",
+    errno.EDQUOT: "insufficient storage",
+    errno.EROFS: "storage is not writable",
+    errno.EACCES: "storage is not writable",
+    errno.EPERM: "storage is not writable",
+}
+"""Write failures an operator must fix, by errno: ``server-error`` with a message that says so
+instead of ``internal error``, and one log line instead of a traceback per refused write."""
 _WRITES: dict[str, tuple[WriteHandler, str]] = {
     "PUBLISH": (publish.handle, st.PUBLISH_NEEDS_AUTH),
     "APPEND": (append.handle, st.APPEND_NEEDS_AUTH),
@@ -68,6 +86,8 @@ class Dispatcher:
     def __init__(self, ctx: Context, allow: Callable[[str], bool] | None = None) -> None:
         self.ctx = ctx
         self._allow = allow
+        self._served: Counter[str] = Counter()
+        self._slowest = 0.0
 
     def handle(self, data: bytes, peer: Peer) -> bytes | Awaitable[bytes]:
         started = time.perf_counter()
@@ -153,15 +173,34 @@ class Dispatcher:
     ) -> bytes:
         return self._emit(await reply, verb, path, started, peer_ip)
 
-    @staticmethod
-    def _emit(reply: wire.Response, verb: str, path: str, started: float, peer_ip: str) -> bytes:
+    def log_summary(self) -> None:
+        """One INFO record of the successful reads not logged one by one since the last call."""
+        if self._served:
+            counts = {verb.lower(): n for verb, n in sorted(self._served.items())}
+            extra = {**counts, "slowest_ms": round(self._slowest, 3)}
+            request_log.info("reads served", extra=extra)
+            self._served.clear()
+            self._slowest = 0.0
+
+    def _emit(
+        self, reply: wire.Response, verb: str, path: str, started: float, peer_ip: str
+    ) -> bytes:
         try:
-            data = wire.emit_response(reply)
+            data = fetch.encoded(reply) or wire.emit_response(reply)
         except Exception:
             log.exception("cannot encode the %s response for %s", verb, path)
             reply = wire.error_response(st.Status.SERVER_ERROR, st.INTERNAL)
             data = wire.emit_response(reply)
-        log_request(verb, path, reply.status, (time.perf_counter() - started) * 1000, peer_ip)
+        duration = (time.perf_counter() - started) * 1000
+        if (
+            reply.status in _QUIET
+            and verb in _READS
+            and not request_log.isEnabledFor(logging.DEBUG)
+        ):
+            self._served[verb] += 1
+            self._slowest = max(self._slowest, duration)
+        else:
+            log_request(verb, path, reply.status, duration, peer_ip)
         return data
 
 
@@ -179,6 +218,9 @@ def refusal(exc: Exception, request: wire.Request, path: str) -> wire.Response:
         return bad_request(str(exc))
     if isinstance(exc, store.TooLarge):
         return wire.error_response(st.Status.SERVER_ERROR, st.TOO_LARGE)
+    if isinstance(exc, OSError) and exc.errno in _STORAGE and request.verb in _WRITES:
+        log.error("%s %s failed: %s", request.verb, path, exc)
+        return wire.error_response(st.Status.SERVER_ERROR, _STORAGE[exc.errno])
     log.error("%s %s failed", request.verb, path, exc_info=exc)
     return wire.error_response(st.Status.SERVER_ERROR, st.INTERNAL)
 

@@ -26,6 +26,14 @@ from .listing import build_page, dir_decision
 _SERVED_CACHE = 4096
 _served: dict[str, dict[str, str]] = {}
 """Publisher keys a response may carry, per etag (oldest dropped first)."""
+_ENCODED_BYTES = 8 << 20
+_ENCODED_MAX_BODY = 64 << 10
+_current_responses: dict[tuple[str, datetime], wire.Response] = {}
+_encoded: dict[int, tuple[wire.Response, bytes]] = {}
+"""A current version's response, built and encoded once: by (etag, modified), which fix every byte
+of it, and its bytes by the response's identity (the entry holds the response, so its id stays
+unique while cached). Documents up to 64 KiB, 8 MiB of bytes in all, oldest dropped first."""
+_encoded_size = 0
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )
@@ -87,7 +95,32 @@ def _serve(request: wire.Request, current: Current, ctx: Context) -> wire.Respon
     if _not_modified(request.meta, current.etag, current.modified):
         return wire.Response(status.Status.NOT_MODIFIED, {}, b"")
     doc = ctx.content.read(current)
-    return not_found(current.path) if doc is None else document(doc)
+    return not_found(current.path) if doc is None else _current(doc)
+
+
+def _current(doc: Loaded) -> wire.Response:
+    """`document`, reused: building and encoding a small FETCH response is half of its dispatch
+    cost (5 of 10 µs, measured), and most requests are for documents asked for before."""
+    global _encoded_size
+    key = (doc.etag, doc.modified)
+    response = _current_responses.get(key)
+    if response is None:
+        response = document(doc)
+        if len(doc.body) <= _ENCODED_MAX_BODY:
+            data = wire.emit_response(response)
+            _encoded_size += len(data)
+            while _encoded_size > _ENCODED_BYTES:
+                old = _current_responses.pop(next(iter(_current_responses)))
+                _encoded_size -= len(_encoded.pop(id(old))[1])
+            _current_responses[key] = response
+            _encoded[id(response)] = (response, data)
+    return response
+
+
+def encoded(response: wire.Response) -> bytes | None:
+    """The bytes of a response `handle` reused, so the dispatcher need not encode it again."""
+    hit = _encoded.get(id(response))
+    return hit[1] if hit is not None and hit[0] is response else None
 
 
 def _directory(request: wire.Request, path: str, ctx: Context, token: str) -> wire.Response:

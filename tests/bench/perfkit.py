@@ -1,0 +1,255 @@
+"""What every bench script needs: a real server in its own pinned process, process CPU and RSS
+from /proc, percentiles, the machine line, and the writer of docs/PERFORMANCE.md sections.
+
+Not a benchmark itself (no ``bench_`` prefix): `run` never executes it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import io
+import math
+import multiprocessing
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+DOC = REPO / "docs" / "PERFORMANCE.md"
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+SERVER_CPU, CLIENT_CPU = 0, 1
+
+
+def pin(cpu: int) -> None:
+    """Keep this process on one CPU (where the machine has it), so server and load generator do
+    not trade places between runs."""
+    if hasattr(os, "sched_setaffinity") and cpu < (os.cpu_count() or 1):
+        os.sched_setaffinity(0, {cpu})
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), at clock-tick resolution."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size now (``statm`` field 2, in pages)."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0-100) of a non-empty sample."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def machine() -> str:
+    """One line naming the machine and software a table was measured on."""
+    cpu = "unknown CPU"
+    with open("/proc/cpuinfo") as info:
+        for line in info:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) // 1024
+    return (
+        f"{os.cpu_count()} x {cpu}, {mem // 1024} GiB RAM, Linux {platform.release()},"
+        f" Python {platform.python_version()}, aioquic {version('aioquic')}"
+    )
+
+
+def stamp(part: str) -> str:
+    """When, where and how to measure it again."""
+    return (
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {machine()}; reproduce with"
+        f" `tests/bench/run {part}` (Python from `$PYTHON`, else `.venv/bin/python`)."
+    )
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table; the same text is printed and written to the doc."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+_INTRO = """# Performance and reliability
+
+Numbers measured by `tests/bench/run` (each section says when and on which machine; the load on
+the machine at the time is part of the result, so every comparison is against a baseline
+measured in the same run). Each section is rewritten by its bench script; run one with
+`PYTHON=/path/to/venv/python tests/bench/run <part>`.
+"""
+
+
+def write_section(title: str, body: str) -> None:
+    """Replace (or append) ``## title`` in docs/PERFORMANCE.md; every other section stays."""
+    text = DOC.read_text() if DOC.exists() else _INTRO
+    block = f"## {title}\n\n{body.strip()}\n"
+    pattern = re.compile(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: block + "\n", text, count=1).rstrip() + "\n"
+    else:
+        text = text.rstrip() + "\n\n" + block
+    DOC.write_text(text)
+    print(f"\n(written to {DOC.relative_to(REPO)} § {title})")
+
+
+# -- a real server in a child process ---------------------------------------------------------
+
+
+@dataclass
+class Child:
+    """A markproto server (the real `App`) in a spawned process pinned to the server CPU."""
+
+    proc: multiprocessing.process.BaseProcess
+    pipe: Connection
+    port: int
+    cert: Path
+
+    @property
+    def pid(self) -> int:
+        assert self.proc.pid is not None
+        return self.proc.pid
+
+    def ask(self, command: str) -> Any:
+        """Run ``command`` in the child ("stats"): per-connection state and RSS."""
+        self.pipe.send(command)
+        return self.pipe.recv()
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.pipe.send("stop")
+            self.proc.join(15)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def _child_main(
+    settings: dict[str, Any],
+    log_level: str,
+    patches: dict[str, object],
+    log_file: str,
+    pipe: Connection,
+) -> None:
+    pin(SERVER_CPU)
+    for target, value in patches.items():
+        module, _, name = target.rpartition(".")
+        setattr(importlib.import_module(module), name, value)
+    from markproto.server import logsetup
+    from markproto.server.app import App
+    from markproto.server.config import ServerConfig
+
+    sys.stderr = open(log_file, "a", buffering=1)  # noqa: SIM115 - the child's whole life
+    level, _, every_request = log_level.partition("+")
+    logsetup.configure("text", level, sys.stderr)
+    if every_request:  # one record per request, as DEBUG gives, without aioquic's DEBUG records
+        logsetup.request_log.setLevel("DEBUG")
+
+    async def main() -> None:
+        app = App(ServerConfig(**settings), out=io.StringIO())
+        await app.start()
+        loop = asyncio.get_running_loop()
+        pipe.send(app.port)
+        while True:
+            command = await loop.run_in_executor(None, pipe.recv)
+            if command == "stop":
+                break
+            pipe.send(_stats(app))
+        await app.stop(timeout=2.0)
+
+    asyncio.run(main())
+
+
+def _stats(app: Any) -> dict[str, int]:
+    """What the transport keeps per connection and per stream, summed over connections."""
+    server = app.server
+    conns = list(server._connections)
+    return {
+        "connections": len(conns),
+        "partials": sum(len(c._partials) for c in conns),
+        "running": sum(len(c._running) for c in conns),
+        "discarding": sum(len(c._discarding) for c in conns),
+        "quic_streams": sum(len(c._quic._streams) for c in conns),
+        "quic_queue": sum(len(c._quic._streams_queue) for c in conns),
+        "buffered": server._buffered,
+        "rss": rss_bytes(os.getpid()),
+    }
+
+
+@contextmanager
+def child_server(
+    root: Path,
+    *,
+    log_level: str = "info",
+    patches: dict[str, object] | None = None,
+    tokens: Path | None = None,
+    **settings: object,
+) -> Iterator[Child]:
+    """Serve ``root`` from a spawned process on 127.0.0.1 (port picked by the system).
+
+    Logs go to a file at ``log_level`` (the real server writes them to stderr): their cost is
+    part of what is measured. ``info+requests`` is INFO with a record for every request. The
+    rate limiter is off unless ``rate_limit`` is given. ``patches`` sets module attributes in the
+    server process before it starts (``{"package.module.NAME": value}``), to measure a variant.
+    """
+    state = Path(tempfile.mkdtemp(prefix="bench-state-"))
+    options: dict[str, Any] = {
+        "root": root,
+        "state_dir": state,
+        "host": "127.0.0.1",
+        "port": 0,
+        "rate_limit": 0.0,
+        "scan_interval": 0.0,
+        "tokens": tokens if tokens is not None else state / "absent-tokens.toml",
+        "sources": {"root": "bench"} | ({"tokens": "bench"} if tokens is not None else {}),
+    }
+    options.update(settings)
+    context = multiprocessing.get_context("spawn")
+    parent, end = context.Pipe()
+    proc = context.Process(
+        target=_child_main,
+        args=(options, log_level, patches or {}, str(state / "server.log"), end),
+        daemon=True,
+    )
+    proc.start()
+    if not parent.poll(60):
+        proc.kill()
+        raise RuntimeError("the server process did not start")
+    child = Child(proc, parent, parent.recv(), state / "devcert.pem")
+    try:
+        yield child
+    finally:
+        child.stop()
+
+
+def token_file(path: Path, raw: str) -> Path:
+    """A tokens file granting ``raw`` publish on everything."""
+    from support.server import TokenSpec, write_tokens
+
+    return write_tokens(path, {"bench": TokenSpec(raw)})
+
+
+def counts(statuses: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
