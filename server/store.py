@@ -629,14 +629,20 @@ def _is_utf8(name: str) -> bool:
 
 
 def _write_file(file: str, data: bytes) -> None:
+    """Create ``file`` with ``data``, fsynced; on any failure (a full disk) remove it again, so a
+    refused write leaves nothing behind in the space that ran out."""
     fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(file)
+        raise
+    os.close(fd)
 
 
 def _write_durable(file: str, data: bytes) -> None:
@@ -644,7 +650,12 @@ def _write_durable(file: str, data: bytes) -> None:
     folder = os.path.dirname(file)
     tmp = os.path.join(folder, f"{_TMP_PREFIX}{secrets.token_hex(6)}")
     _write_file(tmp, data)
-    os.replace(tmp, file)
+    try:
+        os.replace(tmp, file)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     _fsync_dir(folder)
 
 

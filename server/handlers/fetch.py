@@ -45,7 +45,7 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
         return _by_hash(request, paths.hash_of(path), ctx, token)
     version = paths.split_version(path)
     if version is not None and not ctx.content.snapshot.is_dir(version[0]):
-        return _version(path, *version, ctx, token)
+        return _version(request, path, *version, ctx, token)
     decision = ctx.read_decision(path, token)
     if decision is not Decision.ALLOW:
         return denied(decision)
@@ -77,8 +77,11 @@ def _by_hash(request: wire.Request, digest: str, ctx: Context, token: str) -> wi
     return wire.error_response(status.Status.NOT_FOUND, status.hash_not_found(digest))
 
 
-def _version(path: str, base: str, number: int, ctx: Context, token: str) -> wire.Response:
-    """An old (or the current) version; archiving hides a document, not its history."""
+def _version(
+    request: wire.Request, path: str, base: str, number: int, ctx: Context, token: str
+) -> wire.Response:
+    """An old (or the current) version; archiving hides a document, not its history. Conditional
+    keys apply as to any document (a version never changes, so a cached one stays valid)."""
     decision = ctx.read_decision(base, token)
     if decision is not Decision.ALLOW:
         return denied(decision)
@@ -86,6 +89,8 @@ def _version(path: str, base: str, number: int, ctx: Context, token: str) -> wir
     doc = None if current is None else ctx.content.read_version(base, number)
     if current is None or doc is None:
         return not_found(path)
+    if _not_modified(request.meta, doc.etag, doc.modified):
+        return wire.Response(status.Status.NOT_MODIFIED, {}, b"")
     return document(doc, {"current-version": str(current.number)})
 
 

@@ -153,6 +153,19 @@ async def test_version_paths(content: Content) -> None:
     assert missing == error("not-found", "/docs/nope.md/v1 not found")
 
 
+async def test_version_paths_honour_conditional_keys(content: Content) -> None:
+    for n in range(1, 3):
+        await content.publish("/a.md", f"v{n}\n".encode(), {}, n - 1)
+    d = dispatcher(content)
+    first = await ask(d, "FETCH", "/a.md/v1")
+    unchanged = await ask(d, "FETCH", "/a.md/v1", {"if-none-match": first.meta["etag"]})
+    assert unchanged == wire.Response("not-modified", {}, b"")
+    since = await ask(d, "FETCH", "/a.md/v1", {"if-modified-since": first.meta["modified"]})
+    assert since.status == "not-modified"
+    other = await ask(d, "FETCH", "/a.md/v2", {"if-none-match": first.meta["etag"]})
+    assert other.status == "ok"
+
+
 async def test_version_of_an_archived_document_is_served(content: Content) -> None:
     await put(content, "/a.md", b"a")
     await content.set_archived("/a.md", True)

@@ -174,3 +174,19 @@ def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> No
     assert [p for kind, p in store.walk() if kind == "doc" and store.load(p)] == []
     with pytest.raises(Collision):
         store.publish("/linked/new.md", b"x", {}, expected=None)
+
+
+def test_a_failed_write_leaves_no_temporary_behind(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.publish("/a.md", b"1", {}, expected=0)
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space"):
+        store.publish("/a.md", b"2", {}, expected=1)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path / "versions/a.md")) == ["v1"]
+    assert store.publish("/a.md", b"2", {}, expected=1).doc.number == 2
