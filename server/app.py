@@ -78,7 +78,13 @@ class App:
         started = time.monotonic()
         lookup = Lookup()
         loop = asyncio.get_running_loop()
-        self.content = await loop.run_in_executor(None, Content.open, config.root, [lookup])
+
+        def open_content() -> Content:
+            # The body index analyzes documents in worker processes during the one startup walk.
+            with lookup.bulk():
+                return Content.open(config.root, [lookup])
+
+        self.content = await loop.run_in_executor(None, open_content)
         snapshot = self.content.snapshot
         log.info(
             "lookup catalog built",

@@ -221,7 +221,7 @@ _SETTINGS: dict[str, _Setting] = {
 
 
 _ENV_NAMES = {"host": "MARK_LISTEN_HOST"}
-"""``MARK_HOST`` belongs to the client (its default server), so the listen address is spelled out."""
+"""``MARK_HOST`` is the client's default server, so the listen address is spelled out."""
 
 
 def env_name(setting: str) -> str:

@@ -1,0 +1,256 @@
+"""LOOKUP's text rules (protocol.md §10.2-10.3): markup stripping, body-match tokens, query terms.
+
+Each rule is the reference's, character for character, with Go's Unicode semantics made explicit
+where Python differs (§13.12): ``strings.ToLower`` is per rune (``İ`` stays one rune, no final
+sigma), ``unicode.IsSpace`` excludes ``\\x1c``-``\\x1f`` (``str.split`` does not), and RE2's
+``\\s``/``\\d`` are ASCII. Python's ``\\w`` is exactly Go's word rune (letter, number, ``_``).
+
+Indexing speed matters (every startup tokenizes every body), so the common cases run as whole-text
+C-level operations and the exact per-field rules are the fallback for rare characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from operator import methodcaller
+
+from markproto.protocol.limits import TOKEN_MAX_BYTES
+from markproto.protocol.meta import GO_SPACE
+
+__all__ = [
+    "catalog_terms",
+    "field_tokens",
+    "fields",
+    "fold",
+    "go_lower",
+    "loose_text",
+    "query_terms",
+    "strip_line",
+    "strip_markup",
+    "text_tokens",
+    "token_set",
+]
+
+
+def _separators(text: str) -> bool:
+    """Whether ``text`` holds ``\\x1c``-``\\x1f``: whitespace to Python, not to Go (four ``in``
+    scans beat one regex character class by an order of magnitude)."""
+    return "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text
+
+
+_GO_FIELDS = re.compile(f"[^{re.escape(GO_SPACE)}]+")
+_NOT_ASCII_LOWER = re.compile("[\u0130\u03a3]")
+"""The only runes where ``str.lower`` is not Go's per-rune ``ToLower``: ``İ`` (two runes) and
+``Σ`` (final-sigma context)."""
+
+
+def go_lower(text: str) -> str:
+    """Go ``strings.ToLower``: the simple per-rune mapping."""
+    if text.isascii() or _NOT_ASCII_LOWER.search(text) is None:
+        return text.lower()
+    return "".join(ch.lower()[0] for ch in text)
+
+
+def fields(text: str) -> list[str]:
+    """Go ``strings.Fields``: split on runs of ``unicode.IsSpace``."""
+    if not _separators(text):
+        return text.split()
+    return _GO_FIELDS.findall(text)
+
+
+def fold(text: str) -> str:
+    """A key equal for strings Go ``strings.EqualFold`` calls equal (simple case folding)."""
+    if text.isascii():
+        return text.lower()
+    out = []
+    for ch in text:
+        upper = ch.upper()
+        out.append(upper.lower()[0] if len(upper) == 1 else ch.lower()[0])
+    return "".join(out)
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+_WORD_RUNS = re.compile(r"\w+")
+_TRIM = re.compile(r"\A\W+|\W+\Z")
+_SHORT_RUNS = re.compile(rf"(?<!\w)\w{{2,{TOKEN_MAX_BYTES}}}(?!\w)")
+_COMPOUNDS = re.compile(r"(?<!\S)[^\w\s]*(\w+(?:[^\w\s]+\w+)+)")
+"""The trimmed core of each field with two or more word runs (ends at a space or the end, as
+``[^\\w\\s]`` can only be followed by a space, the end, or another run)."""
+
+
+_SURELY_FITS = TOKEN_MAX_BYTES // 4
+"""Runes of at most four bytes: a token this short is within the byte limit."""
+
+
+def _fits(token: str) -> bool:
+    return len(token) >= 2 and (len(token) <= _SURELY_FITS or _utf8_fits(token))
+
+
+def _utf8_fits(token: str) -> bool:
+    return len(token.encode()) <= TOKEN_MAX_BYTES
+
+
+def field_tokens(field: str) -> list[str]:
+    """The tokens of one whitespace-free field (§10.3): the trimmed, lower-cased whole word, then,
+    if it holds a non-word rune, each of its word runs; each kept only at >= 2 runes and <= 32
+    bytes."""
+    whole = go_lower(_TRIM.sub("", field))
+    if not whole:
+        return []
+    out = [whole] if _fits(whole) else []
+    runs = _WORD_RUNS.findall(whole)
+    if len(runs) > 1:
+        out.extend(run for run in runs if _fits(run))
+    return out
+
+
+def text_tokens(text: str) -> list[str]:
+    """Every token of every field of ``text``, with repeats (their count is the section length).
+
+    Equal to chaining ``field_tokens`` over ``fields(text)``, but mostly in C: a field of word
+    runes alone is its own token, and the other fields, joined, give their tokens in two regex
+    scans (each field's word runs, and the trimmed core of each field with several runs).
+    """
+    if _separators(text):
+        return [token for field in fields(text) for token in field_tokens(field)]
+    words = go_lower(text).split()
+    odd = " ".join([word for word in words if not word.isalnum()])
+    if text.isascii():
+        tokens = [word for word in words if word.isalnum() and 1 < len(word) <= TOKEN_MAX_BYTES]
+        if odd:
+            tokens += _SHORT_RUNS.findall(odd)
+            tokens += [core for core in _COMPOUNDS.findall(odd) if len(core) <= TOKEN_MAX_BYTES]
+        return tokens
+    tokens = [
+        word
+        for word in words
+        if word.isalnum() and len(word) > 1 and (len(word) <= _SURELY_FITS or _utf8_fits(word))
+    ]
+    if odd:
+        tokens += [
+            run for run in _SHORT_RUNS.findall(odd) if len(run) <= _SURELY_FITS or _utf8_fits(run)
+        ]
+        tokens += filter(_fits, _COMPOUNDS.findall(odd))
+    return tokens
+
+
+def token_set(texts: Iterable[str]) -> set[str]:
+    """The distinct tokens of several texts (a heading trail; tags and a title)."""
+    out: set[str] = set()
+    for text in texts:
+        out.update(text_tokens(text))
+    return out
+
+
+def query_terms(query: str) -> list[str]:
+    """Body-mode query terms (§10.3): each field trimmed and lower-cased; over 32 bytes it is
+    replaced by its word runs; kept at >= 2 runes; duplicates dropped, first seen order kept."""
+    out: dict[str, None] = {}
+    for field in fields(query):
+        term = go_lower(_TRIM.sub("", field))
+        if _utf8_fits(term):
+            if len(term) >= 2:
+                out[term] = None
+        else:
+            out.update(dict.fromkeys(run for run in _WORD_RUNS.findall(term) if _fits(run)))
+    return list(out)
+
+
+def catalog_terms(query: str) -> list[str]:
+    """Catalog-mode terms (§10.2): the distinct whitespace fields of the lower-cased query."""
+    return list(dict.fromkeys(fields(go_lower(query))))
+
+
+# --- stripMarkup -------------------------------------------------------------------------------
+
+_TABLE_SEPARATOR = re.compile(r"\|?[\t\n\f\r |:-]+\|?")
+_QUOTE = re.compile(r"(?:>[\t\n\f\r ]?)+")
+_LIST = re.compile(r"(?:[-*+]|[0-9]+[.)])[\t\n\f\r ]+(?:\[[ xX]\][\t\n\f\r ]+)?")
+_LINE_RULES = frozenset("-*+0123456789>|=~`")
+"""First characters of the lines the line-start rules (fences, setext underlines, table
+separators, quotes, list markers) can apply to."""
+_IMAGES = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
+_LINKS = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
+_HTML_TAGS = re.compile(r"</?[A-Za-z][^>\n]*>")
+_INLINE_MARKS = re.compile(r"[`*|]|~~")
+_TEXT = methodcaller("group", 1)
+"""A link's or image's text, as a C-level callable (a template is expanded in Python)."""
+
+
+def strip_markup(raw: str) -> str:
+    """Markdown reduced to prose lines (§10.3 stripMarkup).
+
+    The reference applies every rule line by line. Here the line-start rules run per line, and
+    the rules that work inside a line (links, tags, inline marks) run once over the kept lines,
+    with patterns that never cross a line break: same order, same result, most of the work in C.
+    Text holding Go non-spaces that Python calls spaces (``\\x1c``-``\\x1f``) takes the literal
+    per-line path.
+    """
+    if _separators(raw):
+        return "\n".join(filter(None, map(_strip_line, raw.split("\n"))))
+    kept = []
+    for line in raw.split("\n"):
+        line = line.strip()
+        if line and (line[0] not in _LINE_RULES or (line := _line_start(line))):
+            kept.append(line)
+    text = _inline("\n".join(kept))
+    return "\n".join(filter(None, [" ".join(line.split()) for line in text.split("\n")]))
+
+
+def loose_text(raw: str) -> str:
+    """``raw`` lower-cased with only stripMarkup's in-line rules applied (links and images to
+    their text, tags removed, inline marks): line for line, every whitespace-free substring of a
+    line's stripped form is a substring of the same line here (the other rules only drop lines,
+    cut a prefix or collapse whitespace). A cheap bound on what a stripped line can hold."""
+    return go_lower(_inline(raw))
+
+
+def strip_line(line: str) -> str:
+    """One raw line through every rule of stripMarkup ("" when the line is dropped)."""
+    return _strip_line(line)
+
+
+def _strip_line(line: str) -> str:
+    """One line through the rules of stripMarkup, literally ("" when the line is dropped)."""
+    line = line.strip(GO_SPACE)
+    return " ".join(fields(_inline(_line_start(line)))) if line else ""
+
+
+def _line_start(line: str) -> str:
+    """The line-start rules on a non-empty trimmed line: "" when the line is dropped."""
+    first = line[0]
+    if first in "`~":
+        if line.startswith(("```", "~~~")):
+            return ""
+    elif first in "=-":
+        if not line.strip(first):
+            return ""
+    elif first == "|":
+        if _TABLE_SEPARATOR.fullmatch(line):
+            return ""
+    elif first == ">":
+        line = line[_QUOTE.match(line).end() :]  # type: ignore[union-attr]
+        if not line:
+            return ""
+        first = line[0]
+    if first in "-*+0123456789" and (marker := _LIST.match(line)) is not None:
+        line = line[marker.end() :]
+    return line
+
+
+def _inline(text: str) -> str:
+    """The rules inside a line: images and links to their text, tags removed, then `` ` ``,
+    ``*`` and ``~~`` deleted and ``|`` made a space in one left-to-right pass (Go's Replacer)."""
+    if "](" in text:
+        text = _LINKS.sub(_TEXT, _IMAGES.sub(_TEXT, text))
+    if "<" in text:
+        text = _HTML_TAGS.sub("", text)
+    if "~" in text:
+        return _INLINE_MARKS.sub(_inline_mark, text)
+    return text.replace("`", "").replace("*", "").replace("|", " ")
+
+
+def _inline_mark(match: re.Match[str]) -> str:
+    return " " if match.group() == "|" else ""

@@ -1,0 +1,262 @@
+"""LOOKUP at scale: the FastAPI docs published 20 times under different prefixes (~29 MB).
+
+Measures, in one run, and writes the ``LOOKUP`` section of docs/PERFORMANCE.md:
+
+* cold start: ``Content.open`` over the content root with a ``Lookup`` as its index (walk,
+  snapshot, catalog, body index), inline and with the per-document work in worker processes
+  (``Lookup.bulk``), as MB/s of bodies, wall and per CPU second (the workers included);
+* re-indexing one ~10 KB document (``Lookup.put`` of a new version), median of 50;
+* LOOKUP body-mode latency in-process (rank, read filter, limit 10, snippets cut from the bodies
+  through ``Content``) against SQLite FTS5 over the same sections (bm25 + snippet, limit 10),
+  interleaved query by query so a busy machine slows both alike;
+* body index memory (tracemalloc: everything the index keeps) against the body bytes indexed,
+  for the 20 copies and for one.
+
+    tests/bench/run lookup   # or: python tests/bench/bench_lookup.py [--copies 20] [--root DIR]
+
+The page cache is warm (the root was just written), so "cold" means a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import perfkit
+from bench_retrieval import QUESTIONS, Fts5, corpus, loaded
+
+from markproto.protocol import mdoutline
+from markproto.protocol.meta import with_type_default
+from markproto.server.bodyindex import BodyIndex, analyze
+from markproto.server.catalog import Entry
+from markproto.server.content import Content
+from markproto.server.lookup import Lookup
+from markproto.server.store import Loaded, Store
+
+REPEATS = 7
+
+
+def publish(root: Path, docs: Sequence[tuple[str, bytes]]) -> None:
+    store = Store(root)
+    for path, body in docs:
+        store.publish(path, body, with_type_default(path, {}), None)
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its reaped children (the bulk build's workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def cold_start(root: Path, *, bulk: bool) -> tuple[float, float, Lookup, Content]:
+    """Wall and CPU seconds of ``Content.open`` with a fresh ``Lookup`` as its index."""
+    gc.collect()
+    lookup = Lookup()
+    cpu, started = cpu_seconds(), time.perf_counter()
+    if bulk:
+        with lookup.bulk():
+            content = Content.open(root, [lookup])
+    else:
+        content = Content.open(root, [lookup])
+    return time.perf_counter() - started, cpu_seconds() - cpu, lookup, content
+
+
+def reindex(lookup: Lookup, content: Content) -> tuple[float, int]:
+    """Median seconds to put a new version of a ~10 KB document (then the stored one again)."""
+    stored = [doc for c in content.snapshot.docs.values() if (doc := content.read(c)) is not None]
+    target = min(stored, key=lambda doc: abs(len(doc.body) - 10_000))
+    times = []
+    for round_ in range(50):
+        body = target.body + f"\n\nEdit {round_}.\n".encode()
+        started = time.perf_counter()
+        lookup.put(loaded(target.path, body))
+        times.append(time.perf_counter() - started)
+    lookup.put(target)
+    return statistics.median(times), len(target.body)
+
+
+def latencies(
+    systems: Sequence[Callable[[str], object]], queries: Sequence[str]
+) -> list[list[float]]:
+    """Every system runs every query REPEATS times, interleaved query by query."""
+    out: list[list[float]] = [[] for _ in systems]
+    for _ in range(REPEATS):
+        for query in queries:
+            for times, search in zip(out, systems, strict=True):
+                started = time.perf_counter()
+                search(query)
+                times.append(time.perf_counter() - started)
+    return out
+
+
+def index_memory(docs: Sequence[tuple[str, bytes]]) -> int:
+    """Bytes the body index keeps (catalog entries are built before tracing starts)."""
+    entries = [
+        Entry.build(path, with_type_default(path, {}), loaded(path, b"").modified, facts)
+        for path, body in docs
+        for facts in (analyze(body, 0).facts,)
+    ]
+    gc.collect()
+    tracemalloc.start()
+    index = BodyIndex()
+    for entry, (_, body) in zip(entries, docs, strict=True):
+        index.put(entry, "", analyze(body, index.reserve()))
+    mdoutline._headings.cache_clear()  # the parser's small cache is not the index's
+    gc.collect()
+    size = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    return size
+
+
+class Report:
+    """Lines printed as they come and written to docs/PERFORMANCE.md at the end."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, text: str = "") -> None:
+        print(text, flush=True)
+        self.lines.append(text)
+
+
+def startup(say: Report, root: Path, mb: float) -> tuple[Lookup, Content]:
+    rows = []
+    for label, bulk in (
+        ("inline, one process", False),
+        ("`Lookup.bulk()`, worker processes", True),
+    ):
+        seconds, cpu, lookup, content = cold_start(root, bulk=bulk)
+        rows.append(
+            [label, f"{seconds:.2f}", f"{mb / seconds:.1f}", f"{cpu:.2f}", f"{mb / cpu:.1f}"]
+        )
+        if not bulk:
+            content.close()
+    say(
+        perfkit.table(
+            ["cold start", "wall s", "MB/s", "CPU s (all processes)", "MB per CPU s"], rows
+        )
+    )
+    say()
+    median, size = reindex(lookup, content)
+    say(
+        f"Indexed {len(lookup.catalog):,} documents, {lookup.bodies.sections:,} sections,"
+        f" {lookup.bodies.terms:,} terms. Re-indexing one {size:,}-byte document (a PUBLISH):"
+        f" **{median * 1000:.2f} ms** (median of 50; target 5 ms)."
+    )
+    say()
+    return lookup, content
+
+
+def latency(
+    say: Report, lookup: Lookup, content: Content, docs: Sequence[tuple[str, bytes]]
+) -> None:
+    def load(path: str) -> Loaded | None:
+        current = content.current(path)
+        return content.read(current) if current is not None else None
+
+    def ours(query: str) -> object:
+        return lookup.search(
+            query, "/", (), body=True, readable=lambda _: True, limit=10, load=load
+        )
+
+    queries = [q["query"] for q in json.loads(QUESTIONS.read_text())["questions"]]
+    fts = Fts5(docs)
+    measured = latencies([ours, fts.search], queries)
+    rows = [
+        [
+            name,
+            f"{perfkit.percentile(times, 50) * 1000:.2f}",
+            f"{perfkit.percentile(times, 99) * 1000:.2f}",
+        ]
+        for name, times in zip(
+            ("markproto", "SQLite FTS5, bm25() + snippet()"), measured, strict=True
+        )
+    ]
+    say(
+        f"Body-mode LOOKUP in-process, limit 10, the {len(queries)} queries of"
+        f" `questions_fastapi.json` x {REPEATS}, interleaved with FTS5 over the same"
+        f" {fts.sections:,} sections:"
+    )
+    say()
+    say(perfkit.table(["engine", "p50 ms", "p99 ms"], rows))
+    say()
+
+
+def memory(say: Report, docs: Sequence[tuple[str, bytes]], copies: int) -> None:
+    rows = []
+    for count in sorted({1, copies}):
+        subset = docs[: len(docs) * count // copies]
+        size = index_memory(subset)
+        total = sum(len(body) for _, body in subset)
+        rows.append([f"{count} x", f"{total:,}", f"{size:,}", f"{size / total:.2f}"])
+    say(perfkit.table(["corpus", "body bytes", "body index bytes", "ratio"], rows))
+    say()
+
+
+NOTES = """\
+Targets: cold start at 5 MB/s of bodies or more, a 10 KB re-index within 5 ms, body index memory
+within 1.5x the body bytes (the reference budgets 3x), and body-mode p50 no slower than FTS5.
+
+- **Cold start** is CPU-bound: about 0.1 s/MB in mdoutline and as much again in stripping,
+  tokenizing and merging. One process reaches about 3.5 MB/s, so the startup walk must run inside
+  `Lookup.bulk()`: each batch of bodies (1 MB) goes to a worker process, which returns compact
+  records (section spans, token counts, anchors) and one block of postings for the whole batch,
+  merged here in put order. On this 2-core box that doubles the speed when the other core is
+  free; when other work holds it (see the load average above) the two rows converge.
+- **Memory**: a term's postings are one `array('Q')` of section keys and one `bytearray` of flags;
+  a document keeps its section spans, token counts, anchors and headings (one string) and its
+  compressed vocabulary, no stripped text. The one-copy ratio is high because each distinct term
+  costs about 250 bytes of Python objects whatever its postings; the twenty copies share them.
+- **Latency**: matching is set algebra on the postings (the rarest term first, the others probed
+  by bisection or intersected in C); only the rows shown get a snippet, and only the lines that
+  can win are stripped (a line's text with the in-line rules alone bounds the terms its stripped
+  form can hold). The p99 is the queries with hundreds of matching sections, where FTS5's C
+  scoring loop beats ours.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--copies", type=int, default=20)
+    parser.add_argument("--root", type=Path, help="reuse (or fill) this content root")
+    args = parser.parse_args()
+    say = Report()
+    docs = corpus(args.copies)
+    mb = sum(len(body) for _, body in docs) / 1e6
+    say(perfkit.stamp("lookup"))
+    say()
+    say(
+        f"The FastAPI docs published {args.copies} times under different prefixes: {len(docs):,}"
+        f" documents, {mb:.1f} MB of bodies. {os.cpu_count()} CPUs, 1-minute load average"
+        f" {os.getloadavg()[0]:.2f} at the start."
+    )
+    say()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.root or Path(tmp)
+        if not any(root.iterdir()):
+            publish(root, docs)
+        lookup, content = startup(say, root, mb)
+        try:
+            latency(say, lookup, content, docs)
+        finally:
+            content.close()
+    memory(say, docs, args.copies)
+    say(NOTES)
+    perfkit.write_section("LOOKUP", "\n".join(say.lines))
+
+
+if __name__ == "__main__":
+    main()

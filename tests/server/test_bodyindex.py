@@ -1,0 +1,350 @@
+"""The body index (protocol.md §10.3-10.4): sections, the recall rule (fixed by the spec and
+checked against a brute-force oracle), the order rules the spec fixes (ties, importance as a
+prior only), our ranking where it departs from the reference, snippets, and removal."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from markproto.protocol import mdoutline
+from markproto.server.bodyindex import BodyIndex, Hit, Weights, analyze, snippet
+from markproto.server.catalog import Entry, own_facts
+from markproto.server.terms import go_lower, query_terms, strip_markup, text_tokens, token_set
+
+DAY = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Docs:
+    """A body index with the bodies it was given, for snippets."""
+
+    index: BodyIndex
+    bodies: dict[str, bytes]
+
+    def put(self, path: str, body: str, meta: dict[str, str] | None = None) -> None:
+        data = body.encode("utf-8", "surrogateescape")
+        self.bodies[path] = data
+        entry = Entry.build(path, meta or {}, DAY, own_facts(data.decode("utf-8", "replace")))
+        self.index.put(entry, path, analyze(data, self.index.reserve()))
+
+    def hits(self, query: str, accept: Callable[[Entry], bool] = lambda _: True) -> list[Hit]:
+        return list(self.index.search(query_terms(query), accept))
+
+    def where(self, query: str) -> list[str]:
+        return [
+            f"{h.entry.path}#{h.anchor}" if h.section >= 0 else h.entry.path
+            for h in self.hits(query)
+        ]
+
+    def snippets(self, query: str) -> list[str]:
+        terms = query_terms(query)
+        return [h.snippet(self.bodies[h.entry.path], terms) for h in self.hits(query)]
+
+
+def docs(weights: Weights | None = None) -> Docs:
+    return Docs(BodyIndex(weights), {})
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+UPSTREAM = (
+    "Preamble text.\n\nSetext Title\n============\n\nunder setext\n\n## Child\n\nchild text\n\n"
+    "### Grandchild\n\ndeep text\n\n## Sibling\n"
+)
+
+
+def test_upstream_sections() -> None:
+    analysis = analyze(UPSTREAM.encode(), 0)
+    ends = list(analysis.name_ends)
+    names = [analysis.names[a:b] for a, b in itertools.pairwise([0, *ends])]
+    assert names[0::2] == ["", "setext-title", "child", "grandchild", "sibling"]
+    assert names[1::2] == ["", "Setext Title", "Child", "Grandchild", "Sibling"]
+    assert list(analysis.lengths) == [2, 2, 2, 2, 0]
+    index = docs()
+    index.put("/u.md", UPSTREAM)
+    assert index.where("deep setext") == ["/u.md#grandchild"]  # one in text, one in the trail
+    assert index.where("sibling") == ["/u.md#sibling"]  # a heading with no text still matches
+    assert index.snippets("deep") == ["deep text"]
+    assert sorted(index.snippets("setext")) == ["", "child text", "deep text", "under setext"]
+
+
+def test_blank_bodies_and_frontmatter() -> None:
+    assert len(analyze(b"", 0).lengths) == 0
+    assert len(analyze(b"  \n\n", 0).lengths) == 0
+    analysis = analyze(b"---\ntitle: secretword\n---\nvisible\n", 0)
+    assert len(analysis.lengths) == 1
+    assert analysis.postings.terms.split("\n") == ["visible"]  # its own metadata is not body
+
+
+# --- recall (fixed by the spec) ----------------------------------------------------------------
+
+
+def test_bare_row_when_tags_and_title_hold_every_term() -> None:
+    index = docs()
+    index.put("/a.md", "# Alpha\n\nalpha text\n\n## More\n\nalpha wire\n", {"tags": "wire"})
+    assert index.where("alpha wire") == ["/a.md"]  # one bare row, no section rows
+    assert index.snippets("alpha wire") == [""]
+    assert index.where("alpha more") == ["/a.md#more"]  # "more" only in the trail
+
+
+def test_doc_terms_complete_a_section_but_cannot_carry_it_alone() -> None:
+    index = docs()
+    index.put("/a.md", "# Alpha\n\nbeta here\n\n## Other\n\nnothing\n", {"tags": "gamma"})
+    assert index.where("gamma beta") == ["/a.md#alpha"]
+    assert index.where("gamma nothing") == ["/a.md#other"]
+    assert index.where("gamma alpha") == ["/a.md"]
+
+
+def test_whole_tokens_only_any_case() -> None:
+    index = docs()
+    index.put("/a.md", "Tune the `net.core.rmem_max` buffer via SYSCTL.\n")
+    assert index.where("buffers") == []
+    assert index.where("sysctl") == ["/a.md#"]
+    assert index.where("rmem_max net.core.rmem_max") == ["/a.md#"]
+    assert index.where("core.rmem") == []
+
+
+def test_no_terms_no_rows() -> None:
+    index = docs()
+    index.put("/a.md", "anything\n")
+    assert index.hits("*") == []
+    assert index.hits("a") == []
+
+
+# --- order: what the spec fixes ------------------------------------------------------------------
+
+
+def test_importance_orders_but_never_admits() -> None:
+    index = docs()
+    index.put("/lo.md", "# Lo\n\napple pie\n", {"importance": "0.2"})
+    index.put("/hi.md", "# Hi\n\napple pie\n", {"importance": "0.9"})
+    index.put("/top.md", "# Top\n\nunrelated\n", {"importance": "1"})
+    assert index.where("apple") == ["/hi.md#hi", "/lo.md#lo"]
+
+
+def test_ties_by_path_then_anchor() -> None:
+    index = docs()
+    index.put("/tie/b.md", "# B\n\npear\n")
+    index.put("/tie/a.md", "# A\n\npear\n")
+    index.put("/tie/c.md", "# Same\n\npear\n\n# Same\n\npear\n")
+    assert index.where("pear") == [
+        "/tie/a.md#a",
+        "/tie/b.md#b",
+        "/tie/c.md#same",
+        "/tie/c.md#same-1",
+    ]
+
+
+def test_journal_demotion() -> None:
+    for journal in ("/journal/2026-01-01.md", "/sub/journal/2026-01-01.md"):
+        index = docs()
+        index.put(journal, "# Day\n\nshared phrase kiwi\n", {"importance": "0.6"})
+        index.put("/notes.md", "# Notes\n\nshared phrase kiwi\n", {"importance": "0.6"})
+        assert index.where("kiwi") == ["/notes.md#notes", journal + "#day"]
+
+
+# --- order: ours -------------------------------------------------------------------------------
+
+
+def mango(weights: Weights | None = None) -> list[str]:
+    index = docs(weights)
+    index.put(
+        "/plans/mango.md",
+        "# Mango plan\n\n## Goal\n\nRipen the mango.\n",
+        {"tags": "mango,fruit", "importance": "0.5"},
+    )
+    index.put(
+        "/plans/other.md",
+        "# Other\n\n## Mango\n\nA mango is mentioned here and mango again.\n",
+        {"importance": "0.9"},
+    )
+    return index.where("mango")
+
+
+def test_mango_reference_and_ours() -> None:
+    """The reference ranks the tagged document's bare row first; ours weighs a section's own
+    heading as a field, so the 0.9-importance section titled "Mango" wins. Recall is the same."""
+    assert mango(Weights.reference()) == ["/plans/mango.md", "/plans/other.md#mango"]
+    assert mango() == ["/plans/other.md#mango", "/plans/mango.md"]
+
+
+def test_papaya_section_beats_a_tagged_journal() -> None:
+    index = docs()
+    index.put(
+        "/journal/2026-01-02.md",
+        "# Day two\n\nFixed the papaya bug.\n",
+        {"tags": "papaya", "importance": "0.55"},
+    )
+    index.put(
+        "/debugging.md",
+        "# Debugging\n\n## Papaya reverts on restart\n\n"
+        "The papaya path is rewritten by the watcher.\n",
+        {"tags": "debugging", "importance": "0.85"},
+    )
+    want = ["/debugging.md#papaya-reverts-on-restart", "/journal/2026-01-02.md"]
+    assert index.where("papaya") == want
+
+
+def test_own_heading_beats_mentions() -> None:
+    index = docs()
+    index.put(
+        "/a.md",
+        "# Guide\n\n## Dockerfile\n\nWrite it.\n\n## Build\n\nThe dockerfile, the dockerfile.\n",
+    )
+    assert index.where("dockerfile") == ["/a.md#dockerfile", "/a.md#build"]
+
+
+# --- snippets ----------------------------------------------------------------------------------
+
+
+def test_snippet_rules() -> None:
+    assert snippet("More.\n", ["appended"]) == "More."  # no line holds a term: the first line
+    assert snippet("one\ntwo beta\nalpha beta\nalpha beta", ["alpha", "beta"]) == "alpha beta"
+    assert snippet("xx\nalphabet soup", ["alpha"]) == "alphabet soup"  # substrings count
+    assert snippet("```\ncode alpha\n```\n", ["alpha"]) == "code alpha"
+    assert snippet("\n\n", ["x"]) == ""
+    long = "é" * 200
+    cut = snippet(long, ["x"])
+    assert cut == "é" * 118 + "..." and len(cut.encode()) == 239
+    assert snippet("a" * 240, ["a"]) == "a" * 240
+    assert snippet("a" * 241, ["a"]) == "a" * 237 + "..."
+
+
+def test_snippets_come_from_the_right_bytes() -> None:
+    index = docs()
+    body = "# Été\n\nnaïve café ☕ text\n\n## Zebra\n\nzebra crossing ünïcode\n"
+    index.put("/u.md", body)
+    assert index.snippets("zebra") == ["zebra crossing ünïcode"]
+    index.put("/bad.md", "# Bad\n\nbroken \udcff byte\n\n## Zulu\n\nzulu line\n")
+    assert index.snippets("zulu") == ["zulu line"]
+    assert index.snippets("broken") == ["broken \ufffd byte"]
+
+
+def oracle_snippet(raw: str, terms: Sequence[str]) -> str:
+    best, best_hits = "", -1
+    for line in strip_markup(raw).split("\n"):
+        hits = sum(term in go_lower(line) for term in terms)
+        if hits > best_hits:
+            best, best_hits = line, hits
+    return best if len(best.encode()) <= 240 else snippet(best, ["\n"])
+
+
+SNIPPET_TEXT = st.lists(
+    st.lists(
+        st.sampled_from(
+            ["kiwi", "Kiwi", "pear", "**ki**wi", "[pe](x)ar", "`a`", "> ", "- ", "|", "```", "x"]
+        ),
+        max_size=5,
+    ).map(" ".join),
+    max_size=8,
+).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    SNIPPET_TEXT,
+    st.lists(st.sampled_from(["kiwi", "pear", "ki.wi", "wi", "ar"]), min_size=1, max_size=3),
+)
+def test_snippet_is_the_literal_rule(raw: str, terms: list[str]) -> None:
+    terms = list(dict.fromkeys(terms))
+    assert snippet(raw, terms) == oracle_snippet(raw, terms)
+
+
+# --- removal -----------------------------------------------------------------------------------
+
+
+def test_put_replaces_and_remove_forgets() -> None:
+    index = docs()
+    index.put("/a.md", "# A\n\nkeep\n")
+    baseline = index.index.terms
+    index.put("/b.md", "# B\n\nonlyinb transient words\n")
+    for round_ in range(5):
+        index.put("/b.md", f"# B\n\nversion{round_} keep\n")
+    assert index.where("onlyinb") == []
+    assert index.where("version4") == ["/b.md#b"]
+    assert index.where("keep") == ["/a.md#a", "/b.md#b"]
+    index.index.remove("/b.md")
+    index.index.remove("/b.md")
+    assert index.where("keep") == ["/a.md#a"]
+    assert index.index.terms == baseline
+    assert len(index.index) == 1
+    assert index.index.sections == 1
+
+
+def test_analyses_go_in_reserve_order() -> None:
+    index = BodyIndex()
+    early, late = index.reserve(), index.reserve()
+    entry = Entry.build("/a.md", {}, DAY, own_facts(""))
+    index.put(entry, "", analyze(b"x y", late))
+    with pytest.raises(ValueError, match="reserve order"):
+        index.put(Entry.build("/b.md", {}, DAY, own_facts("")), "", analyze(b"x y", early))
+
+
+# --- the recall rule, against a brute-force oracle ---------------------------------------------
+
+
+def oracle(bodies: dict[str, tuple[str, dict[str, str]]], terms: Sequence[str]) -> set[str]:
+    rows: set[str] = set()
+    for path, (body, meta) in bodies.items() if terms else ():
+        doc_terms = Entry.build(path, meta, DAY, own_facts(body)).terms
+        if all(t in doc_terms for t in terms):
+            rows.add(path)
+            continue
+        for section in mdoutline.own_sections(body):
+            text = strip_markup(section.text)
+            if not text and not section.heading:
+                continue
+            here = set(text_tokens(text)) | token_set(section.trail)
+            if all(t in here or t in doc_terms for t in terms) and any(t in here for t in terms):
+                rows.add(f"{path}#{section.anchor}")
+    return rows
+
+
+WORDS = ["kiwi", "Mango", "pear", "apple", "a.b", "x"]
+LINE = st.lists(st.sampled_from([*WORDS, "#", "##", "-", "`", "**", " "]), max_size=6).map(" ".join)
+BODY = st.lists(LINE, max_size=8).map("\n".join)
+META = st.fixed_dictionaries(
+    {},
+    optional={"tags": st.sampled_from(["kiwi", "mango,pear", ""]), "title": st.sampled_from(WORDS)},
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["/a.md", "/b/c.md", "/journal/d.md"]), st.tuples(BODY, META), max_size=3
+    ),
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+)
+def test_recall_is_exactly_the_rule(
+    bodies: dict[str, tuple[str, dict[str, str]]], query: str
+) -> None:
+    index = docs()
+    for path, (body, meta) in bodies.items():
+        index.put(path, body, meta)
+    hits = index.hits(query)
+    assert set(index.where(query)) == oracle(bodies, query_terms(query))
+    assert len(index.where(query)) == len(hits)
+    for before, after in itertools.pairwise(hits):
+        assert before.score > after.score or (
+            before.score == after.score
+            and (before.entry.path, before.anchor) < (after.entry.path, after.anchor)
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200), st.text(max_size=30))
+def test_arbitrary_bodies_and_queries_never_raise(body: str, query: str) -> None:
+    index = docs()
+    index.put("/a.md", body)
+    for hit in index.hits(query):
+        assert len(hit.snippet(index.bodies["/a.md"], query_terms(query)).encode()) <= 240
+    index.index.remove("/a.md")
+    assert index.index.terms == 0

@@ -1,0 +1,191 @@
+"""The LOOKUP service: the golden tables from ``Lookup.put`` alone, query execution (rank, silent
+read filter, then limit), frontmatter fallbacks reaching body mode, and the bulk build giving
+the same index as inline puts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from markproto.protocol import storefmt, wire
+from markproto.protocol.bodies import LookupRow, render_lookup
+from markproto.server.catalog import parse_filter
+from markproto.server.lookup import Lookup
+from markproto.server.store import Loaded
+
+DAY = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def loaded(path: str, body: str, meta: dict[str, str] | None = None) -> Loaded:
+    data = body.encode()
+    return Loaded(
+        path, 1, f"{path}/v1", DAY, False, meta or {}, data, "", storefmt.content_hash(data)
+    )
+
+
+def golden_lookup() -> tuple[Lookup, dict[str, Loaded]]:
+    """The three documents of the golden scenario, as the store holds them at LOOKUP time."""
+    docs = [
+        loaded(
+            "/docs/a.md",
+            "# Alpha\n\nSecond body.\n\n## Details\n\nSee [beta](b.md).\n\n## Appended\n\nMore.\n",
+            {"importance": "0.7", "tags": "alpha,wire", "type": "Note"},
+        ),
+        loaded(
+            "/docs/b.md",
+            "# Beta | piped\n\nBody of beta.\n",
+            {"importance": "0.4", "tags": "beta", "type": "Document"},
+        ),
+        loaded("/docs/sub/c d.md", "# Gamma\n", {"type": "Document"}),
+    ]
+    lookup = Lookup()
+    for doc in docs:
+        lookup.put(doc)
+    return lookup, {doc.path: doc for doc in docs}
+
+
+def rows(
+    lookup: Lookup,
+    by_path: dict[str, Loaded],
+    query: str,
+    *,
+    body: bool,
+    scope: str = "/",
+    limit: int = 10,
+    readable: frozenset[str] | None = None,
+    clauses: str = "",
+) -> list[LookupRow]:
+    return lookup.search(
+        query,
+        scope,
+        parse_filter(clauses),
+        body=body,
+        readable=lambda path: readable is None or path in readable,
+        limit=limit,
+        load=by_path.get,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "query", "body"),
+    [
+        ("lookup", "alpha beta", False),
+        ("lookup-body", "appended", True),
+        ("lookup-empty", "zzznothing", False),
+    ],
+)
+def test_golden_tables(golden_dir: Path, name: str, query: str, body: bool) -> None:
+    lookup, by_path = golden_lookup()
+    want = wire.parse_response((golden_dir / f"{name}.golden").read_bytes())
+    found = rows(lookup, by_path, query, body=body)
+    assert render_lookup(query, "/", found, body_mode=body) == want.body
+    assert str(len(found)) == want.meta["matches"]
+
+
+def test_body_rows_carry_title_heading_and_snippet() -> None:
+    lookup, by_path = golden_lookup()
+    assert rows(lookup, by_path, "beta see", body=True) == [
+        LookupRow("/docs/a.md", "details", 0.7, "Alpha › Details", ("alpha", "wire"), "See beta.")
+    ]
+    bare = rows(lookup, by_path, "piped beta", body=True)
+    assert bare == [LookupRow("/docs/b.md", "", 0.4, "Beta | piped", ("beta",), "")]
+
+
+def test_read_filter_before_limit_and_never_counted() -> None:
+    lookup = Lookup()
+    docs = {}
+    for name, importance in (("a", "0.9"), ("b", "0.8"), ("c", "0.7"), ("d", "0.6")):
+        doc = loaded(
+            f"/{name}.md",
+            f"# {name}\n\nshared word\n",
+            {"tags": "shared", "importance": importance},
+        )
+        docs[doc.path] = doc
+        lookup.put(doc)
+    allowed = frozenset({"/b.md", "/c.md", "/d.md"})
+    for body in (False, True):
+        found = rows(lookup, docs, "shared", body=body, limit=2, readable=allowed)
+        assert [row.path for row in found] == ["/b.md", "/c.md"]
+
+
+def test_scope_and_filters_apply_in_both_modes() -> None:
+    lookup, by_path = golden_lookup()
+    assert [r.path for r in rows(lookup, by_path, "gamma", body=True, scope="/docs/sub")] == [
+        "/docs/sub/c d.md"
+    ]
+    assert rows(lookup, by_path, "gamma", body=True, scope="/docs/su") == []
+    assert rows(lookup, by_path, "body", body=True, clauses="tag=beta")[0].path == "/docs/b.md"
+    assert [r.path for r in rows(lookup, by_path, "body", body=True, clauses="type=Note")] == [
+        "/docs/a.md"
+    ]
+    assert rows(lookup, by_path, "body", body=True, clauses="type=Note,tag=beta") == []
+    assert [r.path for r in rows(lookup, by_path, "*", body=False, clauses="type=Document")] == [
+        "/docs/sub/c d.md",
+        "/docs/b.md",
+    ]
+
+
+def test_frontmatter_reaches_both_modes() -> None:
+    lookup = Lookup()
+    note = loaded(
+        "/vault/note.md",
+        "---\ntitle: Zettel\ntags: [garden, idea]\nimportance: '0.95'\n---\nPlain text here.\n",
+        {"type": "Document"},
+    )
+    lookup.put(note)
+    by_path = {note.path: note}
+    catalog = rows(lookup, by_path, "garden", body=False)
+    assert catalog == [LookupRow("/vault/note.md", "", 0.95, "Zettel", ("garden", "idea"), None)]
+    assert rows(lookup, by_path, "zettel idea", body=True)[0].anchor == ""  # a bare row
+    assert rows(lookup, by_path, "plain garden", body=True)[0].snippet == "Plain text here."
+    assert rows(lookup, by_path, "zettel", body=False, clauses="title=Zettel") == catalog
+
+
+def test_remove_and_archive_forget_a_document() -> None:
+    lookup, by_path = golden_lookup()
+    lookup.remove("/docs/b.md")
+    assert [r.path for r in rows(lookup, by_path, "alpha beta", body=False)] == ["/docs/a.md"]
+    assert rows(lookup, by_path, "piped", body=True) == []
+    lookup.remove("/nowhere.md")
+
+
+def test_stale_body_gives_an_empty_snippet_not_a_wrong_one() -> None:
+    lookup, by_path = golden_lookup()
+    moved = dict(by_path)
+    moved["/docs/a.md"] = loaded("/docs/a.md", "# Alpha\n\n## Appended\n\nDifferent.\n")
+    assert rows(lookup, moved, "appended", body=True)[0].snippet == ""
+
+
+def corpus_docs() -> list[Loaded]:
+    texts = {
+        f"/d{i}/note.md": f"# Note {i}\n\nalpha {i} beta\n\n## Part\n\ngamma {'x' * (i % 7)} end\n"
+        for i in range(40)
+    }
+    return [
+        loaded(path, body, {"importance": f"0.{i % 10}"})
+        for i, (path, body) in enumerate(texts.items())
+    ]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_bulk_builds_the_same_index(workers: int) -> None:
+    docs = corpus_docs()
+    inline = Lookup()
+    for doc in docs:
+        inline.put(doc)
+    bulk = Lookup()
+    with bulk.bulk(workers=workers, batch_bytes=400):
+        for doc in docs:
+            bulk.put(doc)
+        bulk.put(loaded("/d0/note.md", "# Replaced\n\nomega\n"))  # a later put of a path wins
+        bulk.put(docs[0])
+        bulk.remove("/d1/note.md")  # waits for what is pending
+        bulk.put(docs[1])
+    by_path = {doc.path: doc for doc in docs}
+    for query in ("alpha", "gamma end", "note part", "omega"):
+        for body in (False, True):
+            want = rows(inline, by_path, query, body=body, limit=1000)
+            assert rows(bulk, by_path, query, body=body, limit=1000) == want
+    assert bulk.bodies.terms == inline.bodies.terms

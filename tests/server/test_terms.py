@@ -1,0 +1,250 @@
+"""LOOKUP's text rules (protocol.md §10.2-10.3) against the reference's tables, and the fast paths
+against literal per-line / per-field oracles written from the spec with Go's semantics."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from markproto.protocol.meta import GO_SPACE
+from markproto.server.terms import (
+    catalog_terms,
+    field_tokens,
+    fields,
+    fold,
+    go_lower,
+    loose_text,
+    query_terms,
+    strip_line,
+    strip_markup,
+    text_tokens,
+    token_set,
+)
+
+# --- oracles, straight from the spec --------------------------------------------------------------
+
+
+def go_fields(text: str) -> list[str]:
+    return [f for f in re.split(f"[{re.escape(GO_SPACE)}]+", text) if f]
+
+
+def is_word(ch: str) -> bool:
+    return ch == "_" or unicodedata.category(ch)[0] in "LN"
+
+
+def rune_lower(text: str) -> str:
+    return "".join(ch.lower()[0] for ch in text)
+
+
+def fits(token: str) -> bool:
+    return len(token) >= 2 and len(token.encode()) <= 32
+
+
+def oracle_field_tokens(field: str) -> list[str]:
+    start, end = 0, len(field)
+    while start < end and not is_word(field[start]):
+        start += 1
+    while end > start and not is_word(field[end - 1]):
+        end -= 1
+    whole = rune_lower(field[start:end])
+    if not whole:
+        return []
+    out = [whole] if fits(whole) else []
+    if any(not is_word(ch) for ch in whole):
+        runs = re.split(r"[^\w]+", whole)
+        out += [run for run in runs if run and fits(run)]
+    return out
+
+
+def go_replacer(line: str) -> str:
+    """strings.NewReplacer("`", "", "*", "", "~~", "", "|", " "): one pass, argument order."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] in "`*":
+            i += 1
+        elif line.startswith("~~", i):
+            i += 2
+        elif line[i] == "|":
+            out.append(" ")
+            i += 1
+        else:
+            out.append(line[i])
+            i += 1
+    return "".join(out)
+
+
+def oracle_strip(raw: str) -> str:
+    kept = []
+    for line in raw.split("\n"):
+        line = line.strip(GO_SPACE)
+        if not line or line.startswith(("```", "~~~")):
+            continue
+        if not line.strip("=") or not line.strip("-"):
+            continue
+        if line.startswith("|") and re.fullmatch(r"\|?[\t\n\f\r |:-]+\|?", line):
+            continue
+        if line[0] == ">":
+            line = re.sub(r"^(?:>[\t\n\f\r ]?)+", "", line)
+            if not line:
+                continue
+        if line[0] in "-*+0123456789":
+            line = re.sub(r"^(?:[-*+]|[0-9]+[.)])[\t\n\f\r ]+(?:\[[ xX]\][\t\n\f\r ]+)?", "", line)
+        if "](" in line:
+            line = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", line)
+            line = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)
+        if "<" in line:
+            line = re.sub(r"</?[A-Za-z][^>]*>", "", line)
+        if any(ch in line for ch in "`*~|"):
+            line = go_replacer(line)
+        line = " ".join(go_fields(line))
+        if line:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+# --- the reference's tables -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "tokens"),
+    [
+        ("path.Match", ["path.match", "path", "match"]),
+        ("`net.core.rmem_max`,", ["net.core.rmem_max", "net", "core", "rmem_max"]),
+        ("read-auth", ["read-auth", "read", "auth"]),
+        ("UDP", ["udp"]),
+        ("a", []),
+        ("(x)", []),
+        ("---", []),
+        ("sha256-" + "a" * 64, ["sha256"]),
+    ],
+)
+def test_field_tokens_table(field: str, tokens: list[str]) -> None:
+    assert field_tokens(field) == tokens
+    assert Counter(text_tokens(field)) == Counter(tokens)
+
+
+def test_query_terms_example() -> None:
+    query = "  Path.Match udp a UDP `sysctl` auth-" + "f" * 40
+    assert query_terms(query) == ["path.match", "udp", "sysctl", "auth"]
+
+
+def test_query_terms_of_nothing_usable() -> None:
+    assert query_terms("*") == []
+    assert query_terms("a b ( )") == []
+    assert query_terms("x" * 40) == []  # one run over 32 bytes: no word runs left either
+
+
+def test_strip_markup_example() -> None:
+    raw = (
+        "> quoted **bold** `code`\n>\n\n- [x] item [link text](/x.md) ![img](a.png)\n\n"
+        "```sh\n# comment\nrun it\n```\n\n| a | b |\n|---|---|\n| c | d |\n\n"
+        "<b>tag</b> ~~gone~~ more\n"
+    )
+    want = "quoted bold code\nitem link text img\n# comment\nrun it\na b\nc d\ntag gone more"
+    assert strip_markup(raw) == want
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        ("Title\n=====\n---\n", "Title"),  # setext underlines and rules go
+        ("snake_case and # hash", "snake_case and # hash"),  # `_` and `#` stay
+        ("a~`~b", "a~~b"),  # one left-to-right pass, as Go's Replacer
+        ("~~~python\ncode\n~~~", "code"),
+        (">  - item", "- item"),  # the quote eats one space, so no list marker is seen
+        ("> - item", "item"),
+        ("1) first\n2. second\n3.third", "first\nsecond\n3.third"),
+        ("* [ ] todo\n- [X] done", "todo\ndone"),
+        ("|:--|--:|\n| x |", "x"),
+        ("[a](b)c [d](e)", "ac d"),
+        ("<div class='x'>in</div> 1 < 2 > 0", "in 1 < 2 > 0"),
+        ("  \t \n\n", ""),
+        ("tab\there\u00a0nbsp", "tab here nbsp"),
+    ],
+)
+def test_strip_markup_rules(raw: str, want: str) -> None:
+    assert strip_markup(raw) == want
+    assert oracle_strip(raw) == want
+
+
+# --- Go versus Python Unicode (§13.12) ------------------------------------------------------------
+
+
+def test_lower_is_per_rune() -> None:
+    assert go_lower("İSTANBUL") == "istanbul"  # Python's lower() gives two runes for İ
+    assert go_lower("ΟΔΟΣ") == "οδοσ"  # no final sigma
+    assert go_lower("Straße") == "straße"
+
+
+def test_go_whitespace() -> None:
+    assert fields("a\x1cb\x1fc") == ["a\x1cb\x1fc"]  # not spaces in Go
+    assert fields("a\u00a0b\u3000c\x85d") == ["a", "b", "c", "d"]
+    assert text_tokens("ab\x1ccd") == ["ab\x1ccd", "ab", "cd"]
+    assert strip_markup(" x\x1cy ") == "x\x1cy"
+
+
+def test_token_limits_are_runes_and_bytes() -> None:
+    assert field_tokens("é") == []  # two bytes, one rune
+    assert field_tokens("éé") == ["éé"]
+    assert field_tokens("é" * 16) == ["é" * 16]  # 32 bytes
+    assert field_tokens("é" * 17) == []  # 34 bytes
+    assert field_tokens("ab-" + "é" * 17) == ["ab"]
+
+
+def test_catalog_terms_and_fold() -> None:
+    assert catalog_terms("Alpha  beta ALPHA") == ["alpha", "beta"]
+    assert catalog_terms("(x)") == ["(x)"]  # no trimming in catalog mode
+    assert fold("\u212a") == fold("k") == fold("K")  # the Kelvin sign folds to k
+    assert fold("ſ") == fold("s")
+    assert token_set(["Beta | piped", "a,b"]) == {"beta", "piped", "a,b"}
+
+
+# --- fast paths equal the literal rules -----------------------------------------------------------
+
+MARKDOWN = st.text(
+    alphabet=st.sampled_from(
+        [*"abcXY019_ \t\n\r>-*+.)[]()!<>/`~|=:#,é", "İ", "Σ", "\x1c", "\u00a0", "\u2028"]
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(MARKDOWN)
+def test_strip_markup_equals_the_per_line_rules(raw: str) -> None:
+    assert strip_markup(raw) == oracle_strip(raw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(MARKDOWN)
+def test_text_tokens_equal_field_by_field(text: str) -> None:
+    want = [token for field in go_fields(text) for token in oracle_field_tokens(field)]
+    assert Counter(text_tokens(text)) == Counter(want)
+    assert [t for f in fields(text) for t in field_tokens(f)] == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_any_text_is_tokenized_without_error(text: str) -> None:
+    for token in text_tokens(text):
+        assert fits(token)
+        assert not any(ch in GO_SPACE for ch in token)
+    for term in query_terms(text):
+        assert fits(term)
+
+
+@settings(max_examples=400, deadline=None)
+@given(MARKDOWN)
+def test_loose_text_bounds_each_stripped_line(raw: str) -> None:
+    loose = loose_text(raw).split("\n")
+    lines = raw.split("\n")
+    assert len(loose) == len(lines)
+    assert "\n".join(filter(None, map(strip_line, lines))) == strip_markup(raw)
+    for line, bound in zip(lines, loose, strict=True):
+        for word in go_lower(strip_line(line)).split():
+            assert word in bound
