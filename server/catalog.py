@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import yaml
+from frontmatter.default_handlers import YAMLHandler
 
 from markproto.protocol import mdoutline
 from markproto.protocol import meta as metarules
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 _LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+"""A loader that keeps every scalar a string: python-frontmatter's default would coerce."""
+_HANDLER = YAMLHandler()
 _FALLBACK_KEYS = ("tags", "title", "importance", "type")
 _JOURNAL_DEMOTE = 0.5
 _H1 = re.compile(f"^[{re.escape(metarules.GO_SPACE.replace(chr(10), ''))}]*# ", re.MULTILINE)
@@ -64,8 +67,10 @@ def own_facts(body: str) -> OwnFacts:
 
 
 def _frontmatter(block: str) -> dict[str, str]:
+    """The fallback keys of a document's own frontmatter. ``mdoutline`` decides where the block
+    is (one rule with the section splitter); python-frontmatter's YAML handler reads it."""
     try:
-        data = yaml.load(block, Loader=_LOADER)
+        data = _HANDLER.load(block, Loader=_LOADER)
     except (yaml.YAMLError, RecursionError) as exc:
         log.debug("ignoring a document's malformed frontmatter: %s", exc)
         return {}
