@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from . import recovery
 from .state import Current, Snapshot
 from .store import Corrupt, Loaded, Store, VersionFile, Written
 
@@ -84,7 +85,7 @@ class Content:
     ) -> Content:
         """Recover from interrupted writes, then build the snapshot and indexes in one walk."""
         content = cls(Store(root), indexes, cache_bytes)
-        content.store.recover()
+        recovery.recover(content.store)
         for kind, path in content.store.walk():
             if kind == "dir":
                 content.snapshot.add_dir(path)

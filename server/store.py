@@ -25,7 +25,6 @@ import errno
 import logging
 import os
 import re
-import secrets
 import stat
 import threading
 from collections.abc import Iterator, Mapping
@@ -38,13 +37,13 @@ from markproto.protocol import paths, storefmt
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import MAX_BODY
 
+from . import durable
+
 log = logging.getLogger("markproto.server.store")
 
 VERSIONS_DIR = paths.VERSIONS_DIR
 ARCHIVE_FILE = "archived"
-_TMP_PREFIX = ".tmp-"
-_TMP_NAME = re.compile(r"\.tmp-(?:v[0-9]+-)?[0-9a-f]{12}\Z")
-_VERSION_NAME = re.compile(r"v([1-9][0-9]*)\Z")
+VERSION_NAME = re.compile(r"v([1-9][0-9]*)\Z")
 
 
 class StoreError(Exception):
@@ -193,7 +192,7 @@ class Store:
             legacy, rest = True, target[len(prefix) + 1 :]
         else:
             return None
-        matched = _VERSION_NAME.match(rest)
+        matched = VERSION_NAME.match(rest)
         if matched is None:
             return None
         return Pointer(int(matched.group(1)), legacy, os.path.join(dir_fs, target))
@@ -311,13 +310,13 @@ class Store:
             with contextlib.suppress(OSError), os.scandir(folder) as entries:
                 for entry in entries:
                     if entry.name.startswith(stem):
-                        matched = _VERSION_NAME.match("v" + entry.name[len(stem) :])
+                        matched = VERSION_NAME.match("v" + entry.name[len(stem) :])
                         if matched:
                             yield int(matched.group(1)), entry.path
             return
         with contextlib.suppress(OSError), os.scandir(self._version_dir(path)) as entries:
             for entry in entries:
-                matched = _VERSION_NAME.match(entry.name)
+                matched = VERSION_NAME.match(entry.name)
                 if matched:
                     yield int(matched.group(1)), entry.path
 
@@ -346,7 +345,7 @@ class Store:
                 continue
             for entry in sorted(entries, key=lambda e: e.name, reverse=True):
                 name = entry.name
-                if name == VERSIONS_DIR or _TMP_NAME.match(name) or not _is_utf8(name):
+                if name == VERSIONS_DIR or durable.TMP_NAME.match(name) or not _is_utf8(name):
                     continue
                 child = ("" if path == "/" else path) + "/" + name
                 if entry.is_symlink():
@@ -362,8 +361,8 @@ class Store:
         if reason is not None:
             raise Collision(reason)
         dirs, name = split_doc_path(path)
-        if any(_TMP_NAME.match(part) for part in (*dirs, name)):
-            raise Collision(f"{path}: names like {_TMP_PREFIX}<hex> are reserved for the store")
+        if any(durable.TMP_NAME.match(part) for part in (*dirs, name)):
+            raise Collision(f"{path}: names like .tmp-<hex> are reserved for the store")
         current = str(self.root)
         walked = ""
         for part in dirs:
@@ -442,7 +441,7 @@ class Store:
                 self._migrate(path, pointer)
             # Written both ways: "false" also overrides an old store's in-file "archived: true".
             flag = os.path.join(self._version_dir(path), ARCHIVE_FILE)
-            _write_durable(flag, b"true\n" if archived else b"false\n")
+            durable.replace(flag, b"true\n" if archived else b"false\n")
             loaded = self.load(path)
             assert loaded is not None
             return loaded
@@ -465,18 +464,12 @@ class Store:
         number = current.number + 1 if current else 1
         data = storefmt.emit_version(number, previous, meta, body)
         self._make_dirs(path)
-        vdir = self._version_dir(path)
-        final = os.path.join(vdir, f"v{number}")
-        tmp = os.path.join(vdir, f"{_TMP_PREFIX}v{number}-{secrets.token_hex(6)}")
-        _write_file(tmp, data)
+        final = os.path.join(self._version_dir(path), f"v{number}")
         try:
-            os.link(tmp, final)
+            durable.link_new(final, data)
         except FileExistsError:
             raise Conflict(current.number if current else 0) from None
-        finally:
-            os.unlink(tmp)
-        _fsync_dir(vdir)
-        self._swap_pointer(path, f"{VERSIONS_DIR}/{split_doc_path(path)[1]}/v{number}")
+        self._swap_pointer(path, number)
         pruned = self._prune(path, number, metarules.retention(meta))
         st = os.stat(final)
         doc = Loaded(
@@ -493,29 +486,14 @@ class Store:
         return Written(doc, created=True, pruned=pruned)
 
     def _make_dirs(self, path: str) -> None:
-        """Create the document's folder chain and version folder, fsyncing each new entry."""
+        """Create the document's folder chain and version folder."""
         dirs, name = split_doc_path(path)
-        current = str(self.root)
-        for part in [*dirs, VERSIONS_DIR, name]:
-            parent, current = current, os.path.join(current, part)
-            try:
-                os.mkdir(current)
-            except FileExistsError:
-                continue
-            _fsync_dir(parent)
+        durable.make_dirs(str(self.root), [*dirs, VERSIONS_DIR, name])
 
-    def _swap_pointer(self, path: str, target: str) -> None:
-        link = self.fs_path(path)
-        folder = os.path.dirname(link)
-        tmp = os.path.join(folder, f"{_TMP_PREFIX}{secrets.token_hex(6)}")
-        os.symlink(target, tmp)
-        try:
-            os.replace(tmp, link)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(folder)
+    def _swap_pointer(self, path: str, number: int) -> None:
+        """Make version ``number`` current: the moment a write is acknowledged."""
+        target = f"{VERSIONS_DIR}/{split_doc_path(path)[1]}/v{number}"
+        durable.swap_symlink(self.fs_path(path), target)
 
     def _migrate(self, path: str, pointer: Pointer) -> None:
         """Move a legacy flat history into the per-document layout, crash-safely: link every file
@@ -531,11 +509,11 @@ class Store:
                 os.unlink(twin)  # a stray of an interrupted migration, never acknowledged
             with contextlib.suppress(FileExistsError):
                 os.link(file, twin)
-        _fsync_dir(vdir)
-        self._swap_pointer(path, f"{VERSIONS_DIR}/{split_doc_path(path)[1]}/v{pointer.number}")
+        durable.fsync_dir(vdir)
+        self._swap_pointer(path, pointer.number)
         for _, file in legacy:
             os.unlink(file)
-        _fsync_dir(os.path.dirname(vdir))
+        durable.fsync_dir(os.path.dirname(vdir))
 
     def _prune(self, path: str, newest: int, keep: int | None) -> tuple[int, ...]:
         if keep is None:
@@ -546,78 +524,8 @@ class Store:
         for number in doomed:
             os.unlink(os.path.join(vdir, f"v{number}"))
         if doomed:
-            _fsync_dir(vdir)
+            durable.fsync_dir(vdir)
         return tuple(doomed)
-
-    # -- startup recovery -------------------------------------------------------------------------
-
-    def recover(self) -> list[str]:
-        """Remove what interrupted writes left behind; return what was removed.
-
-        Never touches an acknowledged version: a version is acknowledged only once the pointer
-        names it, and only files the pointer does not reach (temporaries, numbers above the
-        pointer, legacy twins of migrated files, version folders no pointer leads to) go.
-        """
-        removed: list[str] = []
-        for kind, path in list(self.walk()):
-            if kind == "dir":
-                removed += self._recover_dir(path)
-        return removed
-
-    def _recover_dir(self, path: str) -> list[str]:
-        removed: list[str] = []
-        folder = self.fs_path(path)
-        vroot = os.path.join(folder, VERSIONS_DIR)
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            return removed
-        for name in names:
-            if _TMP_NAME.match(name):
-                removed += _remove(os.path.join(folder, name))
-        if not os.path.isdir(vroot) or os.path.islink(vroot):
-            return removed
-        for name in os.listdir(vroot):
-            full = os.path.join(vroot, name)
-            if _TMP_NAME.match(name):
-                removed += _remove(full)
-            elif os.path.isdir(full) and not os.path.islink(full):
-                removed += self._recover_history(path, name, full)
-        for name in os.listdir(vroot):
-            stem, dot, rest = name.rpartition(".v")
-            if dot and _VERSION_NAME.match("v" + rest):
-                doc = ("" if path == "/" else path) + "/" + stem
-                pointer = self.pointer(doc)
-                if pointer is not None and not pointer.legacy:
-                    twin = os.path.join(vroot, stem, "v" + rest)
-                    if os.path.exists(twin) and os.path.samefile(twin, os.path.join(vroot, name)):
-                        removed += _remove(os.path.join(vroot, name))
-        return removed
-
-    def _recover_history(self, dir_path: str, name: str, vdir: str) -> list[str]:
-        removed: list[str] = []
-        doc = ("" if dir_path == "/" else dir_path) + "/" + name
-        pointer = self.pointer(doc)
-        for entry in os.listdir(vdir):
-            full = os.path.join(vdir, entry)
-            if _TMP_NAME.match(entry):
-                removed += _remove(full)
-                continue
-            matched = _VERSION_NAME.match(entry)
-            if matched is None:
-                continue
-            number = int(matched.group(1))
-            if pointer is None or (not pointer.legacy and number > pointer.number):
-                removed += _remove(full)
-        if pointer is None:
-            with contextlib.suppress(OSError):
-                flag = os.path.join(vdir, ARCHIVE_FILE)
-                if os.path.exists(flag):
-                    removed += _remove(flag)
-                os.rmdir(vdir)
-        if removed:
-            _fsync_dir(vdir if os.path.isdir(vdir) else os.path.dirname(vdir))
-        return removed
 
 
 def _is_utf8(name: str) -> bool:
@@ -626,52 +534,3 @@ def _is_utf8(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def _write_file(file: str, data: bytes) -> None:
-    """Create ``file`` with ``data``, fsynced; on any failure (a full disk) remove it again, so a
-    refused write leaves nothing behind in the space that ran out."""
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(file)
-        raise
-    os.close(fd)
-
-
-def _write_durable(file: str, data: bytes) -> None:
-    """Replace ``file`` atomically and durably (temporary file, fsync, rename, fsync folder)."""
-    folder = os.path.dirname(file)
-    tmp = os.path.join(folder, f"{_TMP_PREFIX}{secrets.token_hex(6)}")
-    _write_file(tmp, data)
-    try:
-        os.replace(tmp, file)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(folder)
-
-
-def _fsync_dir(folder: str) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove(file: str) -> list[str]:
-    try:
-        os.unlink(file)
-    except OSError as exc:
-        log.warning("recovery could not remove %s: %s", file, exc)
-        return []
-    log.warning("recovery removed %s (left by an interrupted write)", file)
-    return [file]

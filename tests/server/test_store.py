@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from markproto.protocol import storefmt
+from markproto.server.recovery import recover
 from markproto.server.store import (
     ARCHIVE_FILE,
     Archived,
@@ -150,7 +151,7 @@ def test_recovery_removes_only_unacknowledged_leftovers(store: Store, tmp_path: 
     # An interrupted first write: history without a pointer.
     (tmp_path / "versions/b.md").mkdir()
     (tmp_path / "versions/b.md/v1").write_bytes(storefmt.emit_version(1, None, {}, b"b"))
-    removed = store.recover()
+    removed = recover(store)
     assert len(removed) == 4
     assert sorted(os.listdir(vdir)) == ["v1", "v2"]
     assert not (tmp_path / "versions/b.md").exists()
