@@ -1,35 +1,23 @@
-"""The one section rule: headings, anchors, subtree sections, outlines and own-text sections.
+"""The one section rule (protocol.md §9, §10.4): headings, anchors, subtree sections, outlines and
+own-text sections.
 
 Client (``url#anchor`` fetch, outlines) and server (the LOOKUP body index) must cut a document the
-same way, so both call this module. The reference walks goldmark's CommonMark AST; we get the same
-headings from mistletoe's block parser with a private set of token classes that fix where it
-strays from CommonMark (setext headings in block quotes, lazy continuation lines, lenient tables,
-list markers, HTML block ends, link reference definitions followed by paragraph text). Only blocks
-are parsed; inline parsing runs on heading contents alone, which keeps indexing fast.
+same way, so both call this module. ``mdparse`` finds the headings; this module cuts the
+frontmatter off, gives each heading its unique anchor and its subtree, and matches anchors.
 
 Offsets are ``str`` indices into the body as given (BOM, CRLF and frontmatter included), so they
 cut exactly the slices the reference's byte offsets cut.
 """
 
-# mistletoe ships type information but leaves its functions unannotated.
-# mypy: disable-error-code="no-untyped-call"
 from __future__ import annotations
 
-import html
 import re
-import threading
-import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
-from typing import Any
 
-from mistletoe import block_token, block_tokenizer, span_token
-from mistletoe import token as mistletoe_token
-
+from markproto.protocol.gotext import SPACE, equal_fold, lower, trim_space
 from markproto.protocol.limits import MAX_FRONTMATTER
+from markproto.protocol.mdparse import find_headings, first_paragraph
 
 __all__ = [
     "Heading",
@@ -94,588 +82,39 @@ def split_frontmatter(body: str) -> tuple[str | None, int]:
     return body[opening.end() : closing.start()], closing.end()
 
 
-# --- slugs and anchor matching ----------------------------------------------------------------
+# --- slugs and anchors ------------------------------------------------------------------------
 
-_GO_SPACE = (
-    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000"
-)
-"""Go ``unicode.IsSpace``: Latin-1 spaces and White_Space; ``str.isspace`` adds \\x1c-\\x1f."""
-
-
-def _go_lower(char: str) -> str:
-    """Go ``unicode.ToLower`` of one rune: the simple mapping, always one rune (``İ`` -> ``i``)."""
-    lowered = char.lower()
-    return lowered if len(lowered) == 1 else lowered[0]
+_SLUG_DROPS = re.compile(rf"[^\w\-{re.escape(SPACE)}]")
+"""What a slug drops: all but letters, numbers, ``_``, ``-`` and space runes (``\\w`` is Go's
+word rune)."""
+_SPACE_TO_DASH = str.maketrans(dict.fromkeys(SPACE, "-"))
 
 
 def slug(text: str) -> str:
     """The reference's anchor slug (§9): runes lowered one by one, letters, numbers, ``_`` and
     ``-`` kept, each space rune turned into ``-`` (runs not collapsed), everything else dropped."""
-    lowered = text.lower() if text.isascii() else "".join(map(_go_lower, text))
-    kept = []
-    for char in lowered:
-        if char in _GO_SPACE:
-            kept.append("-")
-        elif char in "_-" or unicodedata.category(char)[0] in "LN":
-            kept.append(char)
-    return "".join(kept)
-
-
-def _fold(char: str) -> str:
-    """One rune's simple case folding, the relation Go's ``EqualFold`` uses: ``str.casefold`` where
-    that gives one rune, else the rune's one-rune lower case, else itself (``ẞ`` folds to ``ß``,
-    never to ``ss``; ``İ`` and ``ı`` fold to nothing else)."""
-    folded = char.casefold()
-    if len(folded) == 1:
-        return folded
-    lowered = char.lower()
-    return lowered if len(lowered) == 1 else char
-
-
-def _equal_fold(a: str, b: str) -> bool:
-    """Go ``strings.EqualFold``."""
-    return a == b or (
-        len(a) == len(b) and all(x == y or _fold(x) == _fold(y) for x, y in zip(a, b, strict=True))
-    )
-
-
-# --- mistletoe, held to CommonMark block structure --------------------------------------------
-
-_LOCK = threading.Lock()
-"""mistletoe keeps parse state in module and class globals, so every use holds this lock."""
-
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)")
-_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_HTML_OPEN = re.compile(r" {0,3}<")
-_RAW_HTML_OPEN = re.compile(r" {0,3}<(?:pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
-_RAW_HTML_CLOSE = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
-_RAW_HTML_END = "</>"
-"""Stands for HTML block end condition 1: any of the four raw-text closing tags."""
-_PLAIN = re.compile(r"(?: {4}| {0,3}[^\s<#>`~\-+*_=0-9])")
-"""A line that can neither interrupt a paragraph nor underline it: it simply continues it."""
-_LEAD = re.compile(r" {0,3}(\S)")
-_CONTAINER_PREFIX = re.compile(r"(?: {0,3}(?:>|[-+*]|[0-9]{1,9}[.)])(?:[ \t]|$))*")
-
-
-class _Lazy(str):
-    """A lazy continuation line: it joins an open paragraph, never underlines a setext heading,
-    and never continues a container nested deeper than the one it was lazy for."""
-
-    __slots__ = ()
-
-
-class _AfterRefs(str):
-    """The line after link reference definitions that goes on with their paragraph (CommonMark
-    reads definitions out of a paragraph; mistletoe reads them as a block of their own)."""
-
-    __slots__ = ()
-
-
-class _Heading(block_token.Heading):
-    """ATX heading by CommonMark's rules: only spaces and tabs separate ``#``s from the text,
-    and a closing ``#`` run counts only after a space or tab (``# foo#`` keeps ``foo#``)."""
-
-    level: int
-    content: str
-
-    def __init__(self, match: tuple[int, str, str]) -> None:
-        self.level, self.content, _ = match
-
-    @classmethod
-    def start(cls, line: str) -> bool:
-        match = _ATX.match(line)
-        if match is None:
-            return False
-        rest = line[match.end() :].rstrip("\n").rstrip(" \t")
-        bare = rest.rstrip("#")
-        if not bare or bare[-1] in " \t":
-            rest = bare.rstrip(" \t")
-        cls.level, cls.content, cls.closing_sequence = len(match.group(1)), rest, ""
-        return True
-
-
-class _SetextHeading(block_token.SetextHeading):
-    """Setext heading keeping its raw inline source (text lines without the underline)."""
-
-    level: int
-    content: str
-
-    def __init__(self, lines: list[str]) -> None:
-        self.level = 1 if lines[-1].lstrip(" ")[0] == "=" else 2
-        self.content = "\n".join(line.strip(" \t\n") for line in lines[:-1])
-
-
-class _Paragraph(block_token.Paragraph):
-    """Paragraph underlined into a setext heading only by a run of ``=`` or ``-`` on a line that
-    is not lazy (mistletoe allows mixed runs and turns setext off inside block quotes). Only its
-    extent is kept: its inline content is never needed."""
-
-    line_count: int
-    line_number: int
-
-    def __init__(self, lines: list[str]) -> None:
-        self.line_count = len(lines)
-
-    @classmethod
-    def read(cls, lines: Any) -> Any:
-        buffer = [next(lines)]
-        while (line := lines.peek()) is not None and line.strip():
-            if _PLAIN.match(line) is None:
-                if _interrupts(lines, block_token.ThematicBreak):
-                    break
-                if not isinstance(line, _Lazy) and _SETEXT.match(line):
-                    buffer.append(next(lines))
-                    return _SetextHeading(buffer)
-                if block_token.ThematicBreak.start(line):
-                    break
-            buffer.append(next(lines))
-        return buffer
-
-
-class _ParagraphAfterRefs(_Paragraph):
-    """A paragraph starting on an ``_AfterRefs`` line, whatever block that line looks like."""
-
-    @staticmethod
-    def start(line: str) -> bool:
-        return isinstance(line, _AfterRefs)
-
-
-class _Footnote(block_token.Footnote):
-    """Link reference definitions, read 64 lines at a time (mistletoe copies the rest of the
-    paragraph for each one: quadratic), handing a following line that cannot interrupt a
-    paragraph on to one (``[a]: /u`` then ``<b>`` then ``---`` is a setext heading)."""
-
-    @classmethod
-    def read(cls, lines: Any) -> Any:
-        matches: list[Any] = []
-        while True:
-            start = lines.get_pos() + 1
-            window = block_tokenizer.FileWrapper(lines.lines[start : start + 64])
-            matches += super().read(window) or ()
-            lines.set_pos(start + window.get_pos())
-            if window.get_pos() < 63 or not matches:
-                break
-        following = lines.peek()
-        if matches and following is not None and following.strip() and not _interrupts(lines):
-            lines.lines[lines.get_pos() + 1] = _AfterRefs(following)
-        return matches or None
-
-
-def _html_closed(end: str, line: str) -> bool:
-    if end == _RAW_HTML_END:
-        return _RAW_HTML_CLOSE.search(line) is not None
-    return end in line.casefold()
-
-
-class _HtmlBlock(block_token.HtmlBlock):
-    """HTML block whose raw-text kind (``<pre>``, ``<script>``, ...) starts in any letter case
-    and ends at any of the four closing tags, as CommonMark says (mistletoe wants the same tag)."""
-
-    @classmethod
-    def start(cls, line: str) -> int | bool:
-        if _HTML_OPEN.match(line) is None:
-            return False
-        if _RAW_HTML_OPEN.match(line):
-            cls._end_cond = _RAW_HTML_END
-            return 1
-        kind: int | bool = super().start(line)
-        return kind
-
-    @classmethod
-    def read(cls, lines: Any) -> list[str]:
-        end = cls._end_cond
-        buffer = []
-        for line in lines:
-            if end is None and not line.strip():
-                lines.backstep()
-                break
-            buffer.append(line)
-            if end is not None and _html_closed(end, line):
-                break
-        return buffer
-
-
-class _Tip:
-    """What is open at the end of a container's content so far, fed line by line: a block that
-    ends at its own marker (a code fence as its fence; an HTML block as ``"<"`` plus its end
-    marker, ``"<"`` alone when a blank line ends it) and a paragraph (with the ``>`` count and
-    column of its nested containers). A line that does not continue the container joins it
-    lazily only while a paragraph is open. Nested containers are read from their markers alone:
-    this is a close approximation of CommonMark's open blocks, not a parser."""
-
-    __slots__ = ("block", "paragraph")
-
-    def __init__(self) -> None:
-        self.block: str | None = None
-        self.paragraph: tuple[int, int] | None = None
-
-    def feed(self, line: str) -> None:
-        markers = _CONTAINER_PREFIX.match(line)
-        prefix = markers.end() if markers else 0
-        rest = line[prefix:]
-        if self.block is not None:
-            if self.block[0] == "<":
-                end = self.block[1:]
-                closed = _html_closed(end, rest) if end else not rest.strip()
-            else:
-                stripped = rest.strip()
-                closed = stripped.startswith(self.block) and not stripped.strip(self.block[0])
-            self.block = None if closed else self.block
-            return
-        if not rest.strip():
-            self.paragraph = None
-            return
-        nesting = (line.count(">", 0, prefix), prefix)
-        fence = _FENCE.match(rest)
-        kind = _HtmlBlock.start(rest)
-        if fence is not None:
-            self.block, self.paragraph = fence.group(1), None
-        elif kind and (kind != 7 or self.paragraph is None):
-            end = _HtmlBlock._end_cond or ""
-            self.block = None if end and _html_closed(end, rest) else "<" + end
-            self.paragraph = None
-        elif _ATX.match(rest) or _THEMATIC.match(rest):
-            self.paragraph = None
-        elif self.paragraph is None:
-            self.paragraph = None if rest.startswith("    ") else nesting
-        elif nesting[0] > self.paragraph[0] or nesting[1] > self.paragraph[1]:
-            self.paragraph = nesting  # a paragraph in a new nested container
-        elif (
-            _SETEXT.match(rest)
-            and nesting[0] >= self.paragraph[0]  # not lazy for a deeper quote
-            and prefix + len(rest) - len(rest.lstrip(" ")) >= self.paragraph[1]  # nor list item
-        ):
-            self.paragraph = None
-
-
-def _is_lazy(lines: Any, tip: _Tip) -> bool:
-    """Whether the next line, which does not continue its container, joins the open paragraph:
-    no block may start on it, not even a list item of any kind."""
-    return (
-        tip.paragraph is not None
-        and _ListItem.parse_marker(lines.peek()) is None
-        and not _interrupts(lines)
-    )
-
-
-def _unquote(line: str) -> str:
-    """Strip a block quote marker and its optional space, expanding tabs by original column."""
-    marker = line.index(">")
-    column = index = marker + 1
-    while index < len(line) and line[index] in " \t":
-        column += 4 - column % 4 if line[index] == "\t" else 1
-        index += 1
-    return " " * max(column - marker - 2, 0) + line[index:]
-
-
-class _Quote(block_token.Quote):
-    """Block quote whose content may hold setext headings (goldmark finds them; mistletoe turns
-    them off), taking a line without ``>`` lazily only while a paragraph is open."""
-
-    @classmethod
-    def read(cls, lines: Any) -> Any:
-        first = _unquote(next(lines))
-        start_line = lines.line_number()
-        buffer = [first]
-        tip = _Tip()
-        tip.feed(first)
-        while (line := lines.peek()) is not None:
-            if cls.start(line):
-                content = _unquote(line)
-                tip.feed(content)
-                buffer.append(content)
-            elif line.strip() and _is_lazy(lines, tip):
-                buffer.append(line if isinstance(line, _Lazy) else _Lazy(line))
-            else:
-                break
-            next(lines)
-        return _tokenize_block(buffer, start_line)
-
-
-class _ListItem(block_token.ListItem):
-    """List item taking a line lazily only while a paragraph is open, with 1-9 digit ordered
-    markers, its lines numbered from where its content starts (after a bare marker line)."""
-
-    pattern = re.compile(r"( {0,3})([0-9]{1,9}[.)]|[-+*])($|[ \t]+)")
-
-    @classmethod
-    def read(cls, lines: Any, prev_marker: Any = None) -> Any:
-        line = next(lines)
-        indentation, prepend, leader, content = prev_marker or cls.parse_marker(line)
-        start_line = lines.line_number()
-        buffer: list[str] = []
-        tip = _Tip()
-        if content.strip():
-            buffer.append(content)
-            tip.feed(content)
-        else:
-            prepend = indentation + len(leader) + 1
-            start_line += 1
-            if lines.peek() is None or not lines.peek().strip():
-                while lines.peek() is not None and not lines.peek().strip():
-                    next(lines)
-                following = lines.peek()
-                marker = None if following is None else cls.parse_marker(following)
-                empty = block_tokenizer.ParseBuffer()
-                return (empty, indentation, prepend, leader, start_line), marker
-        blank = False
-        next_marker = None
-        while (line := lines.peek()) is not None:
-            continued = None if isinstance(line, _Lazy) else cls.parse_continuation(line, prepend)
-            if continued is not None:
-                tip.feed(continued)
-                blank = continued == "\n"
-                buffer.append(continued)
-            elif not blank and _is_lazy(lines, tip):
-                buffer.append(line if isinstance(line, _Lazy) else _Lazy(line))
-            else:
-                if not block_token.ThematicBreak.start(line):
-                    next_marker = cls.parse_marker(line)
-                break
-            next(lines)
-        parsed = _tokenize_block(buffer, start_line)
-        return (parsed, indentation, prepend, leader, start_line), next_marker
-
-
-class _List(block_token.List):
-    """List of ``_ListItem``s; ordered markers need a digit (mistletoe takes ``) x`` for one)."""
-
-    pattern = re.compile(r" {0,3}(?:[0-9]{1,9}[.)]|[-+*])(?:[ \t]*$|[ \t]+)")
-
-    @classmethod
-    def check_interrupts_paragraph(cls, lines: Any) -> bool:
-        marker = _ListItem.parse_marker(lines.peek())
-        if marker is None or not marker[3].strip():
-            return False
-        leader: str = marker[2]
-        return not leader[0].isdigit() or int(leader[:-1]) == 1
-
-    @classmethod
-    def read(cls, lines: Any) -> list[Any]:
-        items: list[Any] = []
-        marker = None
-        while True:
-            position = lines.get_pos()
-            item, marker = _ListItem.read(lines, marker)
-            if items and not cls.same_marker_type(items[0][3], item[3]):
-                lines.set_pos(position)
-                break
-            items.append(item)
-            if marker is None:
-                break
-        return items
-
-
-_INTERRUPTERS = (
-    _HtmlBlock,
-    _Heading,
-    _Quote,
-    block_token.CodeFence,
-    block_token.ThematicBreak,
-    _List,
-)
-"""The blocks that may interrupt a paragraph."""
-
-_ALL_BLOCKS = (
-    _ParagraphAfterRefs,
-    _HtmlBlock,
-    block_token.BlockCode,
-    _Heading,
-    _Quote,
-    block_token.CodeFence,
-    block_token.ThematicBreak,
-    _List,
-    _Footnote,
-    _Paragraph,
-)
-"""goldmark's CommonMark blocks in the order mistletoe tries them: HTML blocks, no tables."""
-
-_BLOCKS_BY_LEAD: dict[str, tuple[Any, ...]] = {
-    "<": (_HtmlBlock, _Paragraph),
-    "#": (_Heading, _Paragraph),
-    ">": (_Quote,),
-    "`": (block_token.CodeFence, _Paragraph),
-    "~": (block_token.CodeFence, _Paragraph),
-    "-": (block_token.ThematicBreak, _List, _Paragraph),
-    "*": (block_token.ThematicBreak, _List, _Paragraph),
-    "_": (block_token.ThematicBreak, _Paragraph),
-    "+": (_List, _Paragraph),
-    "[": (_Footnote, _Paragraph),
-    **dict.fromkeys("0123456789", (_List, _Paragraph)),
-}
-"""Every block but a paragraph (and indented code) is marked by its first non-space character."""
-
-
-def _interrupts(lines: Any, unless: type | None = None) -> bool:
-    """Whether a block that may interrupt a paragraph starts on the next line."""
-    return any(t is not unless and t.check_interrupts_paragraph(lines) for t in _INTERRUPTERS)
-
-
-def _tokenize_block(lines: list[str], start_line: int = 1) -> Any:
-    """mistletoe's block loop, trying on each line only the blocks its first character allows."""
-    wrapper = block_tokenizer.FileWrapper(lines, start_line=start_line)
-    parsed = block_tokenizer.ParseBuffer()
-    while (line := wrapper.peek()) is not None:
-        if line == "\n":
-            next(wrapper)
-            continue
-        lead = _LEAD.match(line)
-        if isinstance(line, _AfterRefs):
-            candidates: Sequence[Any] = (_ParagraphAfterRefs,)
-        elif lead is None:
-            candidates = _ALL_BLOCKS
-        else:
-            candidates = _BLOCKS_BY_LEAD.get(lead.group(1), (_Paragraph,))
-        for token_type in candidates:
-            if token_type.start(line):
-                line_number = wrapper.line_number() + 1
-                result = token_type.read(wrapper)
-                if result is not None:
-                    parsed.append((token_type, result, line_number))
-                    break
-        else:
-            next(wrapper)
-    return parsed
-
-
-@contextmanager
-def _patched(*changes: tuple[object, str, object]) -> Iterator[None]:
-    """Set mistletoe globals for one parse and put them back, so other users see no change."""
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in changes]
-    try:
-        for owner, name, value in changes:
-            setattr(owner, name, value)
-        yield
-    finally:
-        for owner, name, value in reversed(saved):
-            setattr(owner, name, value)
-
-
-def _parse_blocks(lines: list[str]) -> Any:
-    """The block tree of ``\\n``-terminated lines; the caller holds ``_LOCK``."""
-    with _patched((mistletoe_token, "_root_node", None)):
-        document = block_token.Document([])
-        with _patched((mistletoe_token, "_root_node", document)):  # link definitions go there
-            document.children = block_tokenizer.make_tokens(_tokenize_block(lines))
-    return document
-
-
-# --- heading text -----------------------------------------------------------------------------
-
-_SPAN_TOKENS = [
-    span_token.EscapeSequence,
-    span_token.HtmlSpan,
-    span_token.AutoLink,
-    span_token.CoreTokens,
-    span_token.InlineCode,
-    span_token.LineBreak,
-    span_token.RawText,
-]
-"""CommonMark inlines: raw HTML on, no strikethrough."""
-
-_INLINE_SYNTAX = re.compile(r"[\\`*_\[\]<>&\n]")
-"""Without any of these characters, a heading's source is its text."""
-_INLINE_MAX = 1024
-_INLINE_BUDGET = 32 * 1024
-"""mistletoe's inline parser is quadratic on crafted input (``[a](`` repeated): heading sources
-longer than ``_INLINE_MAX``, or past ``_INLINE_BUDGET`` characters in one document, get the
-linear ``_rough_text`` instead. Real headings are far shorter; long ones are paragraphs that a
-``---`` turned into setext headings by accident."""
-_ESCAPED = re.compile(r"\\([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
-
-
-def _rough_text(source: str) -> str:
-    """A heading's text without inline parsing: line breaks dropped, escapes and entities
-    resolved, all other markup kept."""
-    return html.unescape(_ESCAPED.sub(r"\1", source.replace("\\\n", "").replace("\n", "")))
-
-
-def _inline_text(tokens: Iterable[Any]) -> str:
-    """What goldmark's ``ast.Text`` nodes hold: emphasis markers, link URLs, autolinks, raw HTML
-    and line breaks dropped; code, link text and image alt kept; escapes and entities resolved."""
-    parts = []
-    for tok in tokens:
-        children: Any = tok.children
-        if isinstance(tok, span_token.AutoLink | span_token.HtmlSpan | span_token.LineBreak):
-            continue
-        if isinstance(tok, span_token.InlineCode):
-            parts.append(children[0].content)
-        elif children is not None:
-            parts.append(_inline_text(children))
-        else:
-            parts.append(tok.content)
-    return "".join(parts)
-
-
-def _walk(tokens: Iterable[Any]) -> Iterator[Any]:
-    """Headings in document order, in block quotes and list items at any depth."""
-    for tok in tokens:
-        if isinstance(tok, _Heading | _SetextHeading):
-            yield tok
-        elif isinstance(tok, block_token.Quote | block_token.List | block_token.ListItem):
-            yield from _walk(tok.children or ())
-
-
-# --- the rule ---------------------------------------------------------------------------------
-
-_MAYBE_HEADING = re.compile(r"^[ \t>*+\-0-9.)]*(?:#|=+[ \t\r]*$|-[ \t\r]*$)", re.MULTILINE)
-"""Every ATX heading line and setext underline matches, so a body without a match has none."""
-
-
-def _lines(content: str) -> tuple[list[str], list[int]]:
-    """mistletoe's input (lines split on ``\\n`` only, CRLF made LF, each ending in ``\\n``) and
-    the offset of every line start, plus one past the end."""
-    raw = content.split("\n")
-    starts = [0, *accumulate(len(line) + 1 for line in raw)]
-    if raw[-1] == "":
-        raw.pop()
-    return [line[:-1] + "\n" if line.endswith("\r") else line + "\n" for line in raw], starts
+    return _SLUG_DROPS.sub("", lower(text)).translate(_SPACE_TO_DASH)
 
 
 @lru_cache(maxsize=8)
 def _headings(body: str) -> tuple[Heading, ...]:
-    """The one parse ``headings``, ``section``, ``outline`` and ``own_sections`` share."""
+    """The one parse ``headings``, ``section``, ``outline`` and ``own_sections`` share: anchors
+    deduplicated in document order, each subtree ending at the next heading of a level <= its."""
     _, content_start = split_frontmatter(body)
     content = body[content_start:]
-    if _MAYBE_HEADING.search(content) is None:
-        return ()
-    lines, starts = _lines(content)
-    found: list[tuple[int, str, int]] = []  # level, text, line index
-    budget = _INLINE_BUDGET
-    with _LOCK:
-        try:
-            document = _parse_blocks(lines)
-        except RecursionError:
-            return ()  # nesting deeper than Python's stack: no headings, on both sides alike
-        with _patched(
-            (span_token, "_token_types", _SPAN_TOKENS), (mistletoe_token, "_root_node", document)
-        ):
-            for tok in _walk(document.children):
-                source = tok.content
-                if not source:
-                    continue  # goldmark skips a heading without inline content
-                if _INLINE_SYNTAX.search(source):
-                    if len(source) <= min(_INLINE_MAX, budget):
-                        budget -= len(source)
-                        source = _inline_text(span_token.tokenize_inner(source))
-                    else:
-                        source = _rough_text(source)
-                found.append((tok.level, source, tok.line_number - 1))
-    stops: list[int | None] = [None] * len(found)  # the line that ends each subtree
+    found = find_headings(content)
+    stops: list[int | None] = [None] * len(found)  # the heading that ends each subtree
     open_: list[int] = []
-    for index, (level, _, line) in enumerate(found):
-        while open_ and found[open_[-1]][0] >= level:
-            stops[open_.pop()] = line
+    for index, heading in enumerate(found):
+        while open_ and found[open_[-1]].level >= heading.level:
+            stops[open_.pop()] = index
         open_.append(index)
-    newlines = len(starts) - 2
+    unterminated = not content.endswith("\n")  # a last line without a newline still counts
     used: set[str] = set()
     suffixes: dict[str, int] = {}  # the last suffix tried per slug: those below are all taken
     result = []
-    for (level, text, line), stop in zip(found, stops, strict=True):
-        anchor = base = slug(text)
+    for heading, stop in zip(found, stops, strict=True):
+        anchor = base = slug(heading.text)
         if anchor in used:
             suffix = suffixes.get(base, 0)
             while anchor in used:
@@ -684,13 +123,15 @@ def _headings(body: str) -> tuple[Heading, ...]:
             suffixes[base] = suffix
         used.add(anchor)
         if stop is None:
-            end, count = len(body), newlines - line + (not content.endswith("\n"))
+            end, count = len(body), content.count("\n", heading.start) + unterminated
         else:
-            end, count = content_start + starts[stop], stop - line
-        start = content_start + starts[line]
-        line_end = content_start + min(starts[line + 1], len(content))
-        result.append(Heading(level, text, anchor, start, end, count, line_end))
+            end, count = content_start + found[stop].start, found[stop].line - heading.line
+        start, line_end = content_start + heading.start, content_start + heading.line_end
+        result.append(Heading(heading.level, heading.text, anchor, start, end, count, line_end))
     return tuple(result)
+
+
+# --- the rule ---------------------------------------------------------------------------------
 
 
 def headings(body: str) -> list[Heading]:
@@ -701,9 +142,9 @@ def headings(body: str) -> list[Heading]:
 def section(body: str, anchor: str) -> str | None:
     """The subtree of the heading an anchor names (§9), or ``None``: the first whose anchor
     equals it case-insensitively, else the first whose anchor is its slug (raw heading text)."""
-    wanted = anchor.strip(_GO_SPACE).removeprefix("#")
+    wanted = trim_space(anchor).removeprefix("#")
     found = _headings(body)
-    match = next((h for h in found if _equal_fold(h.anchor, wanted)), None)
+    match = next((h for h in found if equal_fold(h.anchor, wanted)), None)
     if match is None:
         slugged = slug(wanted)
         match = next((h for h in found if h.anchor == slugged), None)
@@ -722,17 +163,8 @@ def opening_paragraph(body: str) -> str:
     """The first top-level paragraph's raw source, trimmed, or ""; frontmatter is not one."""
     _, content_start = split_frontmatter(body)
     content = body[content_start:]
-    lines, starts = _lines(content)
-    with _LOCK:
-        try:
-            blocks = _parse_blocks(lines).children
-        except RecursionError:
-            return ""
-    for tok in blocks:
-        if isinstance(tok, _Paragraph):
-            first = tok.line_number - 1
-            return content[starts[first] : starts[first + tok.line_count]].strip(_GO_SPACE)
-    return ""
+    span = first_paragraph(content)
+    return "" if span is None else trim_space(content[span[0] : span[1]])
 
 
 def own_sections(body: str) -> list[OwnSection]:

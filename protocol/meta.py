@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 
 from markproto.protocol.errors import InvalidMetadata
+from markproto.protocol.gotext import trim_space as trim_space  # re-exported for handlers/lookup
 from markproto.protocol.limits import MAX_META_BYTES, MAX_META_KEYS
 from markproto.protocol.paths import atoi, base
 
@@ -44,13 +45,6 @@ STORE_RESERVED_KEYS = frozenset({"version", "previous-hash", "archived"})
 OKF_KEYS = frozenset({"type", "title", "description", "resource", "tags", "timestamp"})
 """Keys stored bare in version files; every other key is stored as ``meta.<key>``."""
 
-GO_SPACE = (
-    "\t\n\v\f\r \x85\xa0\u1680"
-    + "".join(map(chr, range(0x2000, 0x200B)))
-    + "\u2028\u2029\u202f\u205f\u3000"
-)
-"""Go ``unicode.IsSpace``; unlike ``str.isspace`` it excludes ``\\x1c``-``\\x1f``."""
-
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_TYPE = "Document"
 _UNTYPED_NAMES = frozenset({"index.md", "log.md"})
@@ -71,11 +65,6 @@ _DEC_FLOAT = re.compile(r"[+-]?(?:[0-9_]+\.?[0-9_]*|\.[0-9_]+)(?:[eE][+-]?[0-9_]
 _HEX_FLOAT = re.compile(
     r"[+-]?0[xX](?:[0-9a-fA-F_]+\.?[0-9a-fA-F_]*|\.[0-9a-fA-F_]+)[pP][+-]?[0-9_]+"
 )
-
-
-def trim_space(text: str) -> str:
-    """Go ``strings.TrimSpace``."""
-    return text.strip(GO_SPACE)
 
 
 def publisher_meta(request_meta: Mapping[str, str]) -> dict[str, str]:
@@ -120,7 +109,7 @@ def validate_store(meta: Mapping[str, str]) -> None:
 
 def split_tags(value: str) -> list[str]:
     """Comma-separated tags, each trimmed, empties dropped."""
-    return [tag for tag in (t.strip(GO_SPACE) for t in value.split(",")) if tag]
+    return [tag for tag in map(trim_space, value.split(",")) if tag]
 
 
 def normalize_tags(value: str) -> str:

@@ -24,10 +24,11 @@ from frontmatter.default_handlers import YAMLHandler
 
 from markproto.protocol import mdoutline
 from markproto.protocol import meta as metarules
+from markproto.protocol.gotext import SPACE, fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import base, in_scope
 
-from .terms import catalog_terms, fold, go_lower, token_set
+from .terms import catalog_terms, token_set
 
 log = logging.getLogger("markproto.server.catalog")
 
@@ -46,7 +47,7 @@ _LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 _HANDLER = YAMLHandler()
 _FALLBACK_KEYS = ("tags", "title", "importance", "type")
 _JOURNAL_DEMOTE = 0.5
-_H1 = re.compile(f"^[{re.escape(metarules.GO_SPACE.replace(chr(10), ''))}]*# ", re.MULTILINE)
+_H1 = re.compile(f"^[{re.escape(SPACE.replace(chr(10), ''))}]*# ", re.MULTILINE)
 
 
 # --- entries -----------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def _frontmatter(block: str) -> dict[str, str]:
         if isinstance(value, str):
             if key == "tags":
                 value = metarules.normalize_tags(value)
-            if metarules.trim_space(value):
+            if trim_space(value):
                 out[key] = value
     return out
 
@@ -96,7 +97,7 @@ def _first_h1(body: str, start: int) -> str:
     if match is None:
         return ""
     end = body.find("\n", match.end())
-    return metarules.trim_space(body[match.end() : end if end >= 0 else len(body)])
+    return trim_space(body[match.end() : end if end >= 0 else len(body)])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -127,11 +128,11 @@ class Entry:
         where the publisher left ``tags``, ``title``, ``importance`` or ``type`` unset."""
         effective = dict(meta)
         for key, value in facts.frontmatter.items():
-            current = metarules.trim_space(effective.get(key, ""))
+            current = trim_space(effective.get(key, ""))
             if not current or (key == "type" and current == metarules.DEFAULT_TYPE):
                 effective[key] = value
         tags = tuple(metarules.split_tags(effective.get("tags", "")))
-        title = metarules.trim_space(effective.get("title", "")) or facts.h1 or base(path)
+        title = trim_space(effective.get("title", "")) or facts.h1 or base(path)
         return cls(
             path=path,
             title=title,
@@ -141,7 +142,7 @@ class Entry:
             meta=effective,
             terms=frozenset(token_set((*tags, title))),
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
-            title_key=go_lower(title),
+            title_key=lower(title),
             tag_keys=frozenset(fold(tag) for tag in tags),
         )
 
@@ -185,12 +186,12 @@ _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 def parse_filter(text: str) -> tuple[Clause, ...]:
     """Parse a ``filter`` value (§10.5), raising ``FilterError`` with the reference's message."""
     clauses = []
-    for raw in metarules.trim_space(text).split(","):
-        clause = metarules.trim_space(raw)
+    for raw in trim_space(text).split(","):
+        clause = trim_space(raw)
         if not clause:
             continue
         key, eq, value = clause.partition("=")
-        key, value = metarules.trim_space(key), metarules.trim_space(value)
+        key, value = trim_space(key), trim_space(value)
         if not eq or not key or not value:
             raise FilterError(f"malformed filter clause {metarules.go_quote(clause)}")
         moment = None
@@ -256,7 +257,7 @@ class Catalog:
     def search(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
         """Catalog mode (§10.2): up to ``LOOKUP_MAX`` entries in scope passing every clause,
         by score, importance, newest, path. ``*`` matches all with score 0."""
-        match_all = metarules.trim_space(query) == "*"
+        match_all = trim_space(query) == "*"
         terms = catalog_terms(query)
         if not match_all and not terms:
             return []

@@ -1,9 +1,9 @@
 """LOOKUP's text rules (protocol.md §10.2-10.3): markup stripping, body-match tokens, query terms.
 
-Each rule is the reference's, character for character, with Go's Unicode semantics made explicit
-where Python differs (§13.12): ``strings.ToLower`` is per rune (``İ`` stays one rune, no final
-sigma), ``unicode.IsSpace`` excludes ``\\x1c``-``\\x1f`` (``str.split`` does not), and RE2's
-``\\s``/``\\d`` are ASCII. Python's ``\\w`` is exactly Go's word rune (letter, number, ``_``).
+Each rule is the reference's, character for character: Go's string semantics come from
+``gotext`` (§13.12), RE2's ``\\s``/``\\d`` are written as ASCII classes, and Python's ``\\w`` is
+Go's word rune. Python's own whitespace rules (``str.split``, ``str.strip``) run only on text
+``gotext.has_info_separators`` clears.
 
 Indexing speed matters (every startup tokenizes every body), so the common cases run as whole-text
 C-level operations and the exact per-field rules are the fallback for rare characters.
@@ -15,14 +15,13 @@ import re
 from collections.abc import Iterable
 from operator import methodcaller
 
+from markproto.protocol.gotext import fields, has_info_separators, lower, trim_space
+from markproto.protocol.gotext import lower as go_lower  # bodyindex still imports it from here
 from markproto.protocol.limits import TOKEN_MAX_BYTES
-from markproto.protocol.meta import GO_SPACE
 
 __all__ = [
     "catalog_terms",
     "field_tokens",
-    "fields",
-    "fold",
     "go_lower",
     "loose_text",
     "query_terms",
@@ -31,43 +30,6 @@ __all__ = [
     "text_tokens",
     "token_set",
 ]
-
-
-def _separators(text: str) -> bool:
-    """Whether ``text`` holds ``\\x1c``-``\\x1f``: whitespace to Python, not to Go (four ``in``
-    scans beat one regex character class by an order of magnitude)."""
-    return "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text
-
-
-_GO_FIELDS = re.compile(f"[^{re.escape(GO_SPACE)}]+")
-_NOT_ASCII_LOWER = re.compile("[\u0130\u03a3]")
-"""The only runes where ``str.lower`` is not Go's per-rune ``ToLower``: ``İ`` (two runes) and
-``Σ`` (final-sigma context)."""
-
-
-def go_lower(text: str) -> str:
-    """Go ``strings.ToLower``: the simple per-rune mapping."""
-    if text.isascii() or _NOT_ASCII_LOWER.search(text) is None:
-        return text.lower()
-    return "".join(ch.lower()[0] for ch in text)
-
-
-def fields(text: str) -> list[str]:
-    """Go ``strings.Fields``: split on runs of ``unicode.IsSpace``."""
-    if not _separators(text):
-        return text.split()
-    return _GO_FIELDS.findall(text)
-
-
-def fold(text: str) -> str:
-    """A key equal for strings Go ``strings.EqualFold`` calls equal (simple case folding)."""
-    if text.isascii():
-        return text.lower()
-    out = []
-    for ch in text:
-        upper = ch.upper()
-        out.append(upper.lower()[0] if len(upper) == 1 else ch.lower()[0])
-    return "".join(out)
 
 
 # --- tokens ------------------------------------------------------------------------------------
@@ -96,7 +58,7 @@ def field_tokens(field: str) -> list[str]:
     """The tokens of one whitespace-free field (§10.3): the trimmed, lower-cased whole word, then,
     if it holds a non-word rune, each of its word runs; each kept only at >= 2 runes and <= 32
     bytes."""
-    whole = go_lower(_TRIM.sub("", field))
+    whole = lower(_TRIM.sub("", field))
     if not whole:
         return []
     out = [whole] if _fits(whole) else []
@@ -113,9 +75,9 @@ def text_tokens(text: str) -> list[str]:
     runes alone is its own token, and the other fields, joined, give their tokens in two regex
     scans (each field's word runs, and the trimmed core of each field with several runs).
     """
-    if _separators(text):
+    if has_info_separators(text):
         return [token for field in fields(text) for token in field_tokens(field)]
-    words = go_lower(text).split()
+    words = lower(text).split()
     odd = " ".join([word for word in words if not word.isalnum()])
     if text.isascii():
         tokens = [word for word in words if word.isalnum() and 1 < len(word) <= TOKEN_MAX_BYTES]
@@ -149,7 +111,7 @@ def query_terms(query: str) -> list[str]:
     replaced by its word runs; kept at >= 2 runes; duplicates dropped, first seen order kept."""
     out: dict[str, None] = {}
     for field in fields(query):
-        term = go_lower(_TRIM.sub("", field))
+        term = lower(_TRIM.sub("", field))
         if _utf8_fits(term):
             if len(term) >= 2:
                 out[term] = None
@@ -160,7 +122,7 @@ def query_terms(query: str) -> list[str]:
 
 def catalog_terms(query: str) -> list[str]:
     """Catalog-mode terms (§10.2): the distinct whitespace fields of the lower-cased query."""
-    return list(dict.fromkeys(fields(go_lower(query))))
+    return list(dict.fromkeys(fields(lower(query))))
 
 
 # --- stripMarkup -------------------------------------------------------------------------------
@@ -188,7 +150,7 @@ def strip_markup(raw: str) -> str:
     Text holding Go non-spaces that Python calls spaces (``\\x1c``-``\\x1f``) takes the literal
     per-line path.
     """
-    if _separators(raw):
+    if has_info_separators(raw):
         return "\n".join(filter(None, map(_strip_line, raw.split("\n"))))
     kept = []
     for line in raw.split("\n"):
@@ -204,7 +166,7 @@ def loose_text(raw: str) -> str:
     their text, tags removed, inline marks): line for line, every whitespace-free substring of a
     line's stripped form is a substring of the same line here (the other rules only drop lines,
     cut a prefix or collapse whitespace). A cheap bound on what a stripped line can hold."""
-    return go_lower(_inline(raw))
+    return lower(_inline(raw))
 
 
 def strip_line(line: str) -> str:
@@ -214,7 +176,7 @@ def strip_line(line: str) -> str:
 
 def _strip_line(line: str) -> str:
     """One line through the rules of stripMarkup, literally ("" when the line is dropped)."""
-    line = line.strip(GO_SPACE)
+    line = trim_space(line)
     return " ".join(fields(_inline(_line_start(line)))) if line else ""
 
 

@@ -10,7 +10,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol import mdoutline
+from markproto.protocol import mdoutline, mdparse
 from markproto.protocol.mdoutline import (
     headings,
     opening_paragraph,
@@ -114,7 +114,7 @@ def test_crlf_changes_only_offsets(body: str) -> None:
 def test_the_prescan_never_hides_a_heading(body: str) -> None:
     expected = headings(body)
     mdoutline._headings.cache_clear()
-    with mock.patch.object(mdoutline, "_MAYBE_HEADING", re.compile("")):
+    with mock.patch.object(mdparse, "_MAYBE_HEADING", re.compile("")):
         assert mdoutline._headings(body) == tuple(expected)
     mdoutline._headings.cache_clear()
 

@@ -334,8 +334,3 @@ def test_bad_expected_version_for_append(value: str) -> None:
 )
 def test_go_quote(text: str, quoted: str) -> None:
     assert meta.go_quote(text) == quoted
-
-
-def test_trim_space_is_go_not_python() -> None:
-    assert meta.trim_space("\x85 a \u2009") == "a"
-    assert meta.trim_space("\x1fa\x1c") == "\x1fa\x1c"

@@ -11,13 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol.meta import GO_SPACE
+from markproto.protocol.gotext import SPACE as GO_SPACE
+from markproto.protocol.gotext import fields, fold
+from markproto.protocol.gotext import lower as go_lower
 from markproto.server.terms import (
     catalog_terms,
     field_tokens,
-    fields,
-    fold,
-    go_lower,
     loose_text,
     query_terms,
     strip_line,

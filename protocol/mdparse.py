@@ -1,0 +1,584 @@
+"""The CommonMark block parse under mdoutline: which headings goldmark finds, and their text.
+
+The reference walks goldmark's CommonMark AST; we get the same headings from mistletoe's block
+parser with a private set of token classes that fix where it strays from CommonMark (setext
+headings in block quotes, lazy continuation lines, lenient tables, list markers, HTML block ends,
+link reference definitions followed by paragraph text). Only blocks are parsed; inline parsing
+runs on heading contents alone, which keeps indexing fast. Hostile input stays cheap and never
+raises: nesting deeper than Python's stack yields no headings, and heading sources past the
+inline limits skip mistletoe's quadratic inline parser.
+
+Input is a document's content (frontmatter already cut off); offsets are ``str`` indices into it.
+"""
+
+# mistletoe ships type information but leaves its functions unannotated.
+# mypy: disable-error-code="no-untyped-call"
+from __future__ import annotations
+
+import html
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Any
+
+from mistletoe import block_token, block_tokenizer, span_token
+from mistletoe import token as mistletoe_token
+
+__all__ = ["ParsedHeading", "find_headings", "first_paragraph"]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedHeading:
+    """A heading as the parse finds it: its level, its text (what goldmark's ``ast.Text`` nodes
+    hold), and the line its text starts on, number ``line`` (from 0) spanning ``[start, line_end)``
+    of the content."""
+
+    level: int
+    text: str
+    line: int
+    start: int
+    line_end: int
+
+
+# --- mistletoe, held to CommonMark block structure --------------------------------------------
+
+_LOCK = threading.Lock()
+"""mistletoe keeps parse state in module and class globals, so every use holds this lock."""
+
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+|$)")
+_SETEXT = re.compile(r" {0,3}(?:=+|-+)[ \t]*$")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_THEMATIC = re.compile(r" {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_HTML_OPEN = re.compile(r" {0,3}<")
+_RAW_HTML_OPEN = re.compile(r" {0,3}<(?:pre|script|style|textarea)(?:[ \t>]|$)", re.IGNORECASE)
+_RAW_HTML_CLOSE = re.compile(r"</(?:pre|script|style|textarea)>", re.IGNORECASE)
+_RAW_HTML_END = "</>"
+"""Stands for HTML block end condition 1: any of the four raw-text closing tags."""
+_PLAIN = re.compile(r"(?: {4}| {0,3}[^\s<#>`~\-+*_=0-9])")
+"""A line that can neither interrupt a paragraph nor underline it: it simply continues it."""
+_LEAD = re.compile(r" {0,3}(\S)")
+_CONTAINER_PREFIX = re.compile(r"(?: {0,3}(?:>|[-+*]|[0-9]{1,9}[.)])(?:[ \t]|$))*")
+
+
+class _Lazy(str):
+    """A lazy continuation line: it joins an open paragraph, never underlines a setext heading,
+    and never continues a container nested deeper than the one it was lazy for."""
+
+    __slots__ = ()
+
+
+class _AfterRefs(str):
+    """The line after link reference definitions that goes on with their paragraph (CommonMark
+    reads definitions out of a paragraph; mistletoe reads them as a block of their own)."""
+
+    __slots__ = ()
+
+
+class _Heading(block_token.Heading):
+    """ATX heading by CommonMark's rules: only spaces and tabs separate ``#``s from the text,
+    and a closing ``#`` run counts only after a space or tab (``# foo#`` keeps ``foo#``)."""
+
+    level: int
+    content: str
+
+    def __init__(self, match: tuple[int, str, str]) -> None:
+        self.level, self.content, _ = match
+
+    @classmethod
+    def start(cls, line: str) -> bool:
+        match = _ATX.match(line)
+        if match is None:
+            return False
+        rest = line[match.end() :].rstrip("\n").rstrip(" \t")
+        bare = rest.rstrip("#")
+        if not bare or bare[-1] in " \t":
+            rest = bare.rstrip(" \t")
+        cls.level, cls.content, cls.closing_sequence = len(match.group(1)), rest, ""
+        return True
+
+
+class _SetextHeading(block_token.SetextHeading):
+    """Setext heading keeping its raw inline source (text lines without the underline)."""
+
+    level: int
+    content: str
+
+    def __init__(self, lines: list[str]) -> None:
+        self.level = 1 if lines[-1].lstrip(" ")[0] == "=" else 2
+        self.content = "\n".join(line.strip(" \t\n") for line in lines[:-1])
+
+
+class _Paragraph(block_token.Paragraph):
+    """Paragraph underlined into a setext heading only by a run of ``=`` or ``-`` on a line that
+    is not lazy (mistletoe allows mixed runs and turns setext off inside block quotes). Only its
+    extent is kept: its inline content is never needed."""
+
+    line_count: int
+    line_number: int
+
+    def __init__(self, lines: list[str]) -> None:
+        self.line_count = len(lines)
+
+    @classmethod
+    def read(cls, lines: Any) -> Any:
+        buffer = [next(lines)]
+        while (line := lines.peek()) is not None and line.strip():
+            if _PLAIN.match(line) is None:
+                if _interrupts(lines, block_token.ThematicBreak):
+                    break
+                if not isinstance(line, _Lazy) and _SETEXT.match(line):
+                    buffer.append(next(lines))
+                    return _SetextHeading(buffer)
+                if block_token.ThematicBreak.start(line):
+                    break
+            buffer.append(next(lines))
+        return buffer
+
+
+class _ParagraphAfterRefs(_Paragraph):
+    """A paragraph starting on an ``_AfterRefs`` line, whatever block that line looks like."""
+
+    @staticmethod
+    def start(line: str) -> bool:
+        return isinstance(line, _AfterRefs)
+
+
+class _Footnote(block_token.Footnote):
+    """Link reference definitions, read 64 lines at a time (mistletoe copies the rest of the
+    paragraph for each one: quadratic), handing a following line that cannot interrupt a
+    paragraph on to one (``[a]: /u`` then ``<b>`` then ``---`` is a setext heading)."""
+
+    @classmethod
+    def read(cls, lines: Any) -> Any:
+        matches: list[Any] = []
+        while True:
+            start = lines.get_pos() + 1
+            window = block_tokenizer.FileWrapper(lines.lines[start : start + 64])
+            matches += super().read(window) or ()
+            lines.set_pos(start + window.get_pos())
+            if window.get_pos() < 63 or not matches:
+                break
+        following = lines.peek()
+        if matches and following is not None and following.strip() and not _interrupts(lines):
+            lines.lines[lines.get_pos() + 1] = _AfterRefs(following)
+        return matches or None
+
+
+def _html_closed(end: str, line: str) -> bool:
+    if end == _RAW_HTML_END:
+        return _RAW_HTML_CLOSE.search(line) is not None
+    return end in line.casefold()
+
+
+class _HtmlBlock(block_token.HtmlBlock):
+    """HTML block whose raw-text kind (``<pre>``, ``<script>``, ...) starts in any letter case
+    and ends at any of the four closing tags, as CommonMark says (mistletoe wants the same tag)."""
+
+    @classmethod
+    def start(cls, line: str) -> int | bool:
+        if _HTML_OPEN.match(line) is None:
+            return False
+        if _RAW_HTML_OPEN.match(line):
+            cls._end_cond = _RAW_HTML_END
+            return 1
+        kind: int | bool = super().start(line)
+        return kind
+
+    @classmethod
+    def read(cls, lines: Any) -> list[str]:
+        end = cls._end_cond
+        buffer = []
+        for line in lines:
+            if end is None and not line.strip():
+                lines.backstep()
+                break
+            buffer.append(line)
+            if end is not None and _html_closed(end, line):
+                break
+        return buffer
+
+
+class _Tip:
+    """What is open at the end of a container's content so far, fed line by line: a block that
+    ends at its own marker (a code fence as its fence; an HTML block as ``"<"`` plus its end
+    marker, ``"<"`` alone when a blank line ends it) and a paragraph (with the ``>`` count and
+    column of its nested containers). A line that does not continue the container joins it
+    lazily only while a paragraph is open. Nested containers are read from their markers alone:
+    this is a close approximation of CommonMark's open blocks, not a parser."""
+
+    __slots__ = ("block", "paragraph")
+
+    def __init__(self) -> None:
+        self.block: str | None = None
+        self.paragraph: tuple[int, int] | None = None
+
+    def feed(self, line: str) -> None:
+        markers = _CONTAINER_PREFIX.match(line)
+        prefix = markers.end() if markers else 0
+        rest = line[prefix:]
+        if self.block is not None:
+            if self.block[0] == "<":
+                end = self.block[1:]
+                closed = _html_closed(end, rest) if end else not rest.strip()
+            else:
+                stripped = rest.strip()
+                closed = stripped.startswith(self.block) and not stripped.strip(self.block[0])
+            self.block = None if closed else self.block
+            return
+        if not rest.strip():
+            self.paragraph = None
+            return
+        nesting = (line.count(">", 0, prefix), prefix)
+        fence = _FENCE.match(rest)
+        kind = _HtmlBlock.start(rest)
+        if fence is not None:
+            self.block, self.paragraph = fence.group(1), None
+        elif kind and (kind != 7 or self.paragraph is None):
+            end = _HtmlBlock._end_cond or ""
+            self.block = None if end and _html_closed(end, rest) else "<" + end
+            self.paragraph = None
+        elif _ATX.match(rest) or _THEMATIC.match(rest):
+            self.paragraph = None
+        elif self.paragraph is None:
+            self.paragraph = None if rest.startswith("    ") else nesting
+        elif nesting[0] > self.paragraph[0] or nesting[1] > self.paragraph[1]:
+            self.paragraph = nesting  # a paragraph in a new nested container
+        elif (
+            _SETEXT.match(rest)
+            and nesting[0] >= self.paragraph[0]  # not lazy for a deeper quote
+            and prefix + len(rest) - len(rest.lstrip(" ")) >= self.paragraph[1]  # nor list item
+        ):
+            self.paragraph = None
+
+
+def _is_lazy(lines: Any, tip: _Tip) -> bool:
+    """Whether the next line, which does not continue its container, joins the open paragraph:
+    no block may start on it, not even a list item of any kind."""
+    return (
+        tip.paragraph is not None
+        and _ListItem.parse_marker(lines.peek()) is None
+        and not _interrupts(lines)
+    )
+
+
+def _unquote(line: str) -> str:
+    """Strip a block quote marker and its optional space, expanding tabs by original column."""
+    marker = line.index(">")
+    column = index = marker + 1
+    while index < len(line) and line[index] in " \t":
+        column += 4 - column % 4 if line[index] == "\t" else 1
+        index += 1
+    return " " * max(column - marker - 2, 0) + line[index:]
+
+
+class _Quote(block_token.Quote):
+    """Block quote whose content may hold setext headings (goldmark finds them; mistletoe turns
+    them off), taking a line without ``>`` lazily only while a paragraph is open."""
+
+    @classmethod
+    def read(cls, lines: Any) -> Any:
+        first = _unquote(next(lines))
+        start_line = lines.line_number()
+        buffer = [first]
+        tip = _Tip()
+        tip.feed(first)
+        while (line := lines.peek()) is not None:
+            if cls.start(line):
+                content = _unquote(line)
+                tip.feed(content)
+                buffer.append(content)
+            elif line.strip() and _is_lazy(lines, tip):
+                buffer.append(line if isinstance(line, _Lazy) else _Lazy(line))
+            else:
+                break
+            next(lines)
+        return _tokenize_block(buffer, start_line)
+
+
+class _ListItem(block_token.ListItem):
+    """List item taking a line lazily only while a paragraph is open, with 1-9 digit ordered
+    markers, its lines numbered from where its content starts (after a bare marker line)."""
+
+    pattern = re.compile(r"( {0,3})([0-9]{1,9}[.)]|[-+*])($|[ \t]+)")
+
+    @classmethod
+    def read(cls, lines: Any, prev_marker: Any = None) -> Any:
+        line = next(lines)
+        indentation, prepend, leader, content = prev_marker or cls.parse_marker(line)
+        start_line = lines.line_number()
+        buffer: list[str] = []
+        tip = _Tip()
+        if content.strip():
+            buffer.append(content)
+            tip.feed(content)
+        else:
+            prepend = indentation + len(leader) + 1
+            start_line += 1
+            if lines.peek() is None or not lines.peek().strip():
+                while lines.peek() is not None and not lines.peek().strip():
+                    next(lines)
+                following = lines.peek()
+                marker = None if following is None else cls.parse_marker(following)
+                empty = block_tokenizer.ParseBuffer()
+                return (empty, indentation, prepend, leader, start_line), marker
+        blank = False
+        next_marker = None
+        while (line := lines.peek()) is not None:
+            continued = None if isinstance(line, _Lazy) else cls.parse_continuation(line, prepend)
+            if continued is not None:
+                tip.feed(continued)
+                blank = continued == "\n"
+                buffer.append(continued)
+            elif not blank and _is_lazy(lines, tip):
+                buffer.append(line if isinstance(line, _Lazy) else _Lazy(line))
+            else:
+                if not block_token.ThematicBreak.start(line):
+                    next_marker = cls.parse_marker(line)
+                break
+            next(lines)
+        parsed = _tokenize_block(buffer, start_line)
+        return (parsed, indentation, prepend, leader, start_line), next_marker
+
+
+class _List(block_token.List):
+    """List of ``_ListItem``s; ordered markers need a digit (mistletoe takes ``) x`` for one)."""
+
+    pattern = re.compile(r" {0,3}(?:[0-9]{1,9}[.)]|[-+*])(?:[ \t]*$|[ \t]+)")
+
+    @classmethod
+    def check_interrupts_paragraph(cls, lines: Any) -> bool:
+        marker = _ListItem.parse_marker(lines.peek())
+        if marker is None or not marker[3].strip():
+            return False
+        leader: str = marker[2]
+        return not leader[0].isdigit() or int(leader[:-1]) == 1
+
+    @classmethod
+    def read(cls, lines: Any) -> list[Any]:
+        items: list[Any] = []
+        marker = None
+        while True:
+            position = lines.get_pos()
+            item, marker = _ListItem.read(lines, marker)
+            if items and not cls.same_marker_type(items[0][3], item[3]):
+                lines.set_pos(position)
+                break
+            items.append(item)
+            if marker is None:
+                break
+        return items
+
+
+_INTERRUPTERS = (
+    _HtmlBlock,
+    _Heading,
+    _Quote,
+    block_token.CodeFence,
+    block_token.ThematicBreak,
+    _List,
+)
+"""The blocks that may interrupt a paragraph."""
+
+_ALL_BLOCKS = (
+    _ParagraphAfterRefs,
+    _HtmlBlock,
+    block_token.BlockCode,
+    _Heading,
+    _Quote,
+    block_token.CodeFence,
+    block_token.ThematicBreak,
+    _List,
+    _Footnote,
+    _Paragraph,
+)
+"""goldmark's CommonMark blocks in the order mistletoe tries them: HTML blocks, no tables."""
+
+_BLOCKS_BY_LEAD: dict[str, tuple[Any, ...]] = {
+    "<": (_HtmlBlock, _Paragraph),
+    "#": (_Heading, _Paragraph),
+    ">": (_Quote,),
+    "`": (block_token.CodeFence, _Paragraph),
+    "~": (block_token.CodeFence, _Paragraph),
+    "-": (block_token.ThematicBreak, _List, _Paragraph),
+    "*": (block_token.ThematicBreak, _List, _Paragraph),
+    "_": (block_token.ThematicBreak, _Paragraph),
+    "+": (_List, _Paragraph),
+    "[": (_Footnote, _Paragraph),
+    **dict.fromkeys("0123456789", (_List, _Paragraph)),
+}
+"""Every block but a paragraph (and indented code) is marked by its first non-space character."""
+
+
+def _interrupts(lines: Any, unless: type | None = None) -> bool:
+    """Whether a block that may interrupt a paragraph starts on the next line."""
+    return any(t is not unless and t.check_interrupts_paragraph(lines) for t in _INTERRUPTERS)
+
+
+def _tokenize_block(lines: list[str], start_line: int = 1) -> Any:
+    """mistletoe's block loop, trying on each line only the blocks its first character allows."""
+    wrapper = block_tokenizer.FileWrapper(lines, start_line=start_line)
+    parsed = block_tokenizer.ParseBuffer()
+    while (line := wrapper.peek()) is not None:
+        if line == "\n":
+            next(wrapper)
+            continue
+        lead = _LEAD.match(line)
+        if isinstance(line, _AfterRefs):
+            candidates: Sequence[Any] = (_ParagraphAfterRefs,)
+        elif lead is None:
+            candidates = _ALL_BLOCKS
+        else:
+            candidates = _BLOCKS_BY_LEAD.get(lead.group(1), (_Paragraph,))
+        for token_type in candidates:
+            if token_type.start(line):
+                line_number = wrapper.line_number() + 1
+                result = token_type.read(wrapper)
+                if result is not None:
+                    parsed.append((token_type, result, line_number))
+                    break
+        else:
+            next(wrapper)
+    return parsed
+
+
+@contextmanager
+def _patched(*changes: tuple[object, str, object]) -> Iterator[None]:
+    """Set mistletoe globals for one parse and put them back, so other users see no change."""
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in changes]
+    try:
+        for owner, name, value in changes:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            setattr(owner, name, value)
+
+
+def _parse_blocks(lines: list[str]) -> Any:
+    """The block tree of ``\\n``-terminated lines; the caller holds ``_LOCK``."""
+    with _patched((mistletoe_token, "_root_node", None)):
+        document = block_token.Document([])
+        with _patched((mistletoe_token, "_root_node", document)):  # link definitions go there
+            document.children = block_tokenizer.make_tokens(_tokenize_block(lines))
+    return document
+
+
+# --- heading text -----------------------------------------------------------------------------
+
+_SPAN_TOKENS = [
+    span_token.EscapeSequence,
+    span_token.HtmlSpan,
+    span_token.AutoLink,
+    span_token.CoreTokens,
+    span_token.InlineCode,
+    span_token.LineBreak,
+    span_token.RawText,
+]
+"""CommonMark inlines: raw HTML on, no strikethrough."""
+
+_INLINE_SYNTAX = re.compile(r"[\\`*_\[\]<>&\n]")
+"""Without any of these characters, a heading's source is its text."""
+_INLINE_MAX = 1024
+_INLINE_BUDGET = 32 * 1024
+"""mistletoe's inline parser is quadratic on crafted input (``[a](`` repeated): heading sources
+longer than ``_INLINE_MAX``, or past ``_INLINE_BUDGET`` characters in one document, get the
+linear ``_rough_text`` instead. Real headings are far shorter; long ones are paragraphs that a
+``---`` turned into setext headings by accident."""
+_ESCAPED = re.compile(r"\\([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
+
+
+def _rough_text(source: str) -> str:
+    """A heading's text without inline parsing: line breaks dropped, escapes and entities
+    resolved, all other markup kept."""
+    return html.unescape(_ESCAPED.sub(r"\1", source.replace("\\\n", "").replace("\n", "")))
+
+
+def _inline_text(tokens: Iterable[Any]) -> str:
+    """What goldmark's ``ast.Text`` nodes hold: emphasis markers, link URLs, autolinks, raw HTML
+    and line breaks dropped; code, link text and image alt kept; escapes and entities resolved."""
+    parts = []
+    for tok in tokens:
+        children: Any = tok.children
+        if isinstance(tok, span_token.AutoLink | span_token.HtmlSpan | span_token.LineBreak):
+            continue
+        if isinstance(tok, span_token.InlineCode):
+            parts.append(children[0].content)
+        elif children is not None:
+            parts.append(_inline_text(children))
+        else:
+            parts.append(tok.content)
+    return "".join(parts)
+
+
+def _walk(tokens: Iterable[Any]) -> Iterator[Any]:
+    """Headings in document order, in block quotes and list items at any depth."""
+    for tok in tokens:
+        if isinstance(tok, _Heading | _SetextHeading):
+            yield tok
+        elif isinstance(tok, block_token.Quote | block_token.List | block_token.ListItem):
+            yield from _walk(tok.children or ())
+
+
+# --- the parse --------------------------------------------------------------------------------
+
+_MAYBE_HEADING = re.compile(r"^[ \t>*+\-0-9.)]*(?:#|=+[ \t\r]*$|-[ \t\r]*$)", re.MULTILINE)
+"""Every ATX heading line and setext underline matches, so content without a match has none."""
+
+
+def _lines(content: str) -> tuple[list[str], list[int]]:
+    """mistletoe's input (lines split on ``\\n`` only, CRLF made LF, each ending in ``\\n``) and
+    the offset of every line start, plus one past the end."""
+    raw = content.split("\n")
+    starts = [0, *accumulate(len(line) + 1 for line in raw)]
+    if raw[-1] == "":
+        raw.pop()
+    return [line[:-1] + "\n" if line.endswith("\r") else line + "\n" for line in raw], starts
+
+
+def find_headings(content: str) -> list[ParsedHeading]:
+    """Every heading goldmark finds, in document order, with its text."""
+    if _MAYBE_HEADING.search(content) is None:
+        return []
+    lines, starts = _lines(content)
+    found = []
+    budget = _INLINE_BUDGET
+    with _LOCK:
+        try:
+            document = _parse_blocks(lines)
+        except RecursionError:
+            return []  # nesting deeper than Python's stack: no headings, on both sides alike
+        with _patched(
+            (span_token, "_token_types", _SPAN_TOKENS), (mistletoe_token, "_root_node", document)
+        ):
+            for tok in _walk(document.children):
+                source = tok.content
+                if not source:
+                    continue  # goldmark skips a heading without inline content
+                if _INLINE_SYNTAX.search(source):
+                    if len(source) <= min(_INLINE_MAX, budget):
+                        budget -= len(source)
+                        source = _inline_text(span_token.tokenize_inner(source))
+                    else:
+                        source = _rough_text(source)
+                line = tok.line_number - 1
+                line_end = min(starts[line + 1], len(content))
+                found.append(ParsedHeading(tok.level, source, line, starts[line], line_end))
+    return found
+
+
+def first_paragraph(content: str) -> tuple[int, int] | None:
+    """``[start, end)`` of the first top-level paragraph's raw source lines, or ``None``."""
+    lines, starts = _lines(content)
+    with _LOCK:
+        try:
+            blocks = _parse_blocks(lines).children
+        except RecursionError:
+            return None
+    for tok in blocks:
+        if isinstance(tok, _Paragraph):
+            first = tok.line_number - 1
+            return starts[first], min(starts[first + tok.line_count], len(content))
+    return None

@@ -1,0 +1,46 @@
+"""mdparse's records: what mdoutline builds on (lines, offsets, texts, the first paragraph), on
+content that has no frontmatter left."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from markproto.protocol.mdparse import ParsedHeading, find_headings, first_paragraph
+
+
+def test_headings_carry_their_first_line() -> None:
+    content = "intro\r\n# One *a*\r\n\r\nFoo\r\nBar\r\n===\r\n> ## Quoted"
+    assert find_headings(content) == [
+        ParsedHeading(1, "One a", 1, 7, 18),
+        ParsedHeading(1, "FooBar", 3, 20, 25),  # setext: the text's first line, not the underline
+        ParsedHeading(2, "Quoted", 6, 35, 46),  # the last line has no newline
+    ]
+    assert content[7:18] == "# One *a*\r\n"
+
+
+def test_no_headings_where_the_parse_finds_none() -> None:
+    assert find_headings("") == []
+    assert find_headings("```\n# code\n```\n    # indented\n<div>\n# html\n</div>\n#\n") == []
+    assert find_headings("> " * 5000 + "# deep\n") == []  # deeper than the stack: nothing
+
+
+def test_first_paragraph_spans_its_source_lines() -> None:
+    content = "# T\n\n> quoted\n\n  first *line*\nsecond\n\nthird\n"
+    start, end = first_paragraph(content) or (0, 0)
+    assert content[start:end] == "  first *line*\nsecond\n"
+    assert first_paragraph("last line") == (0, 9)
+    assert first_paragraph("# only\n- item\n") is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from([*"ab1. #=->*`~[]()<\n\r\t\\"]), max_size=80))
+def test_records_point_at_their_lines(content: str) -> None:
+    lines = content.split("\n")
+    for heading in find_headings(content):
+        assert 1 <= heading.level <= 6
+        assert heading.start == sum(len(line) + 1 for line in lines[: heading.line])
+        assert heading.line_end == min(heading.start + len(lines[heading.line]) + 1, len(content))
+    span = first_paragraph(content)
+    if span is not None:
+        assert content[span[0] : span[1]].strip()
