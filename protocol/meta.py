@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 
 from markproto.protocol.errors import InvalidMetadata
-from markproto.protocol.gotext import trim_space as trim_space  # re-exported for handlers/lookup
+from markproto.protocol.gotext import trim_space
 from markproto.protocol.limits import MAX_META_BYTES, MAX_META_KEYS
 from markproto.protocol.paths import atoi, base
 

@@ -1,5 +1,5 @@
-"""The body index behind ``match: body`` (protocol.md §10.3-10.4): sections, postings, ranking,
-snippets.
+"""The body index behind ``match: body`` (protocol.md §10.3-10.4): postings, ranking, snippets,
+built from the per-document records of ``analysis``.
 
 Recall is the spec's: a section is a row when every query term is a token of its text, of its
 heading trail, or of the document's tags and title, and at least one is in text or trail; a
@@ -7,12 +7,10 @@ document whose tags and title hold every term is one bare row instead of its sec
 ours (``Weights``).
 
 Memory is what bounds a body index, so nothing per posting is a Python object. A term's postings
-are a sorted ``array('Q')`` of section keys ``document << 20 | section`` beside a ``bytearray``
-of flags (term frequency capped at 63, a bit for "in the heading trail", one for "in the
-section's own heading"), so matching is set algebra in C. A document keeps its sections' spans
-in the body, token counts, anchors and headings (packed into one string) and its vocabulary,
-compressed, to find its postings again on removal. Stripped text is never kept: a snippet is cut
-again from the body for each row shown. Document ids only grow, so a new document's postings
+are a sorted ``array('Q')`` of section keys beside a ``bytearray`` of their flags, so matching
+is set algebra in C. A document keeps its analysis but for the postings: section spans, token
+counts, names and its compressed vocabulary, to find its postings again on removal. A snippet is
+cut again from the body for each row shown. Document ids only grow, so a new document's postings
 append in order and a removed one's are one contiguous run per term; a term left without
 postings is dropped, so the vocabulary never outgrows the live documents.
 """
@@ -24,34 +22,20 @@ import math
 import zlib
 from array import array
 from bisect import bisect_left
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import and_, rshift
 
-from markproto.protocol import mdoutline
+from markproto.protocol.gotext import lower
 from markproto.protocol.limits import LOOKUP_MAX, SNIPPET_MAX
 
-from .catalog import Entry, OwnFacts, own_facts
-from .terms import go_lower, loose_text, strip_line, strip_markup, text_tokens, token_set
+from .analysis import DOC_SHIFT, IN_HEADING, IN_TRAIL, TF_MAX, Analysis, Postings
+from .catalog import Entry
+from .terms import loose_text, strip_line
 
-__all__ = [
-    "Analysis",
-    "BodyIndex",
-    "Hit",
-    "Postings",
-    "Weights",
-    "analyze",
-    "analyze_many",
-    "snippet",
-]
+__all__ = ["BodyIndex", "Hit", "Weights", "snippet"]
 
-_DOC_SHIFT = 20
-"""Bits below the document id in a section key: a 1 MiB body has fewer than 2**19 headings."""
-_TF_MAX = 63
-_IN_TRAIL = 64
-_IN_HEADING = 128
+_SECTION = (1 << DOC_SHIFT) - 1
+"""The section bits of a section key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,153 +59,6 @@ class Weights:
     def reference(cls) -> Weights:
         """protocol.md §10.4: every trail term alike (1.5), no heading length normalization."""
         return cls(heading=1.5, heading_b=0.0)
-
-
-# --- analysis: one body in, one compact picklable record out -----------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Postings:
-    """Postings ready to append to an index: for each term (``terms``, newline-joined; a token
-    never holds whitespace) ``counts[i]`` section keys and their flags, term after term, each
-    term's in document order."""
-
-    terms: str
-    counts: array[int]
-    keys: array[int]
-    flags: bytes
-
-    @classmethod
-    def pack(cls, entries: Mapping[str, list[int]]) -> Postings:
-        """From term -> ``key << 8 | flags`` entries (the packing is all C-level)."""
-        flat = list(chain.from_iterable(entries.values()))
-        return cls(
-            "\n".join(entries),
-            array("I", map(len, entries.values())),
-            array("Q", map(rshift, flat, repeat(8))),
-            bytes(map(and_, flat, repeat(0xFF))),
-        )
-
-
-_EMPTY = Postings("", array("I"), array("Q"), b"")
-
-
-@dataclass(frozen=True, slots=True)
-class Analysis:
-    """Everything the indexes need from one body, for the document id it will be indexed under
-    (``BodyIndex.reserve``): what a bulk build computes in a worker process."""
-
-    doc_id: int
-    facts: OwnFacts
-    spans: array[int]
-    """Start and end of each section's own text: byte offsets, or ``str`` offsets when the body
-    is not valid UTF-8 (``byte_spans`` False)."""
-    byte_spans: bool
-    lengths: array[int]
-    """Tokens per section (the BM25 length)."""
-    heads: array[int]
-    """Distinct tokens of each section's own heading (capped at 255)."""
-    names: str
-    name_ends: array[int]
-    """Anchor, then heading, of each section: item i is ``names[ends[i-1]:ends[i]]``."""
-    vocab: bytes
-    """The document's terms, newline-joined and compressed: all that removal needs."""
-    postings: Postings
-    """Empty when the postings travel in a batch's block (``analyze_many``)."""
-
-
-def analyze(body: bytes, doc_id: int) -> Analysis:
-    """Cut a body into the shared mdoutline sections and tokenize each (§10.4)."""
-    return _analyze(body, doc_id, Postings.pack)[0]
-
-
-def analyze_many(jobs: list[tuple[bytes, int]]) -> tuple[list[Analysis], Postings]:
-    """``analyze`` over a batch (the unit of work a bulk build sends to a worker process), with
-    the batch's postings in one block, so the index appends once per term, not per document."""
-    merged: dict[str, list[int]] = {}
-    analyses = []
-    for body, doc_id in jobs:
-        analysis, entries = _analyze(body, doc_id, lambda _: _EMPTY)
-        analyses.append(analysis)
-        for term, found in entries.items():
-            merged.setdefault(term, []).extend(found)
-    return analyses, Postings.pack(merged)
-
-
-def _analyze(
-    body: bytes, doc_id: int, pack: Callable[[dict[str, list[int]]], Postings]
-) -> tuple[Analysis, dict[str, list[int]]]:
-    try:
-        text, valid = body.decode(), True
-    except UnicodeDecodeError:
-        text, valid = body.decode("utf-8", "replace"), False
-    _, content_start = mdoutline.split_frontmatter(text)
-    found = mdoutline.headings(text)
-    spans, lengths, heads, name_ends = array("I"), array("I"), array("B"), array("I")
-    names: list[str] = []
-    entries: dict[str, list[int]] = {}
-    heading_tokens: dict[str, frozenset[str]] = {}
-    key = doc_id << _DOC_SHIFT
-    size = 0
-    for index, section in enumerate(mdoutline.own_sections(text)):
-        stripped = strip_markup(section.text)
-        if not stripped and not section.heading:
-            continue
-        tokens = text_tokens(stripped)
-        base = key << 8
-        for term, count in Counter(tokens).items():
-            entry = base | (count if count < _TF_MAX else _TF_MAX)
-            listed = entries.get(term)
-            if listed is None:
-                entries[term] = [entry]
-            else:
-                listed.append(entry)
-        own: frozenset[str] = frozenset()
-        for level, heading in enumerate(reversed(section.trail)):
-            found_tokens = heading_tokens.get(heading)
-            if found_tokens is None:
-                found_tokens = heading_tokens[heading] = frozenset(token_set((heading,)))
-            flag = _IN_TRAIL | _IN_HEADING if level == 0 else _IN_TRAIL
-            own = found_tokens if level == 0 else own
-            for term in found_tokens if level == 0 else found_tokens - own:
-                listed = entries.setdefault(term, [])
-                if listed and listed[-1] >> 8 == key:
-                    listed[-1] |= flag
-                else:
-                    listed.append(base | flag)
-        start = content_start if index == 0 else found[index - 1].line_end
-        spans.extend((start, start + len(section.text)))
-        lengths.append(len(tokens))
-        heads.append(min(len(own), 255))
-        for name in (section.anchor, section.heading):
-            names.append(name)
-            size += len(name)
-            name_ends.append(size)
-        key += 1
-    analysis = Analysis(
-        doc_id=doc_id,
-        facts=own_facts(text),
-        spans=_byte_offsets(text, spans) if valid and not text.isascii() else spans,
-        byte_spans=valid,
-        lengths=lengths,
-        heads=heads,
-        names="".join(names),
-        name_ends=name_ends,
-        vocab=zlib.compress("\n".join(entries).encode(), 1),
-        postings=pack(entries),
-    )
-    return analysis, entries
-
-
-def _byte_offsets(text: str, offsets: array[int]) -> array[int]:
-    """Ascending ``str`` offsets as UTF-8 byte offsets, in one pass."""
-    out = array("I")
-    done = position = 0
-    for offset in offsets:
-        position += len(text[done:offset].encode())
-        done = offset
-        out.append(position)
-    return out
 
 
 def snippet(raw: str, terms: Sequence[str]) -> str:
@@ -252,7 +89,7 @@ def snippet(raw: str, terms: Sequence[str]) -> str:
         if bound < best_hits or (bound == best_hits and line > best_line):
             break
         stripped = strip_line(lines[line])
-        hits = sum(map(go_lower(stripped).__contains__, terms))
+        hits = sum(map(lower(stripped).__contains__, terms))
         if hits > best_hits or (hits == best_hits and hits and line < best_line):
             best, best_line, best_hits = stripped, line, hits
     if not best_hits:
@@ -270,12 +107,10 @@ def _cut(line: str) -> str:
     return encoded[:cut].decode() + "..."
 
 
-# --- the index ---------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True, eq=False)
 class _Doc:
-    id: int
+    """A live document: its catalog entry and prior, and its analysis but for the postings."""
+
     entry: Entry
     content_hash: str
     spans: array[int]
@@ -325,7 +160,7 @@ class Hit:
         return snippet(own, terms)
 
 
-class _Postings:
+class _TermPostings:
     """One term's postings: sorted section keys and their flags."""
 
     __slots__ = ("flags", "keys")
@@ -356,7 +191,7 @@ class BodyIndex:
 
     def __init__(self, weights: Weights | None = None) -> None:
         self.weights = weights or Weights()
-        self._postings: dict[str, _Postings] = {}
+        self._postings: dict[str, _TermPostings] = {}
         self._holders: dict[str, set[int]] = {}
         """Term -> documents whose tags or title hold it."""
         self._docs: dict[int, _Doc] = {}
@@ -398,7 +233,6 @@ class BodyIndex:
         for term in entry.terms:
             self._holders.setdefault(term, set()).add(doc_id)
         self._docs[doc_id] = _Doc(
-            doc_id,
             entry,
             content_hash,
             analysis.spans,
@@ -425,7 +259,7 @@ class BodyIndex:
         for term, count in zip(terms, postings.counts, strict=True):
             found = found_postings.get(term)
             if found is None:
-                found = found_postings[term] = _Postings()
+                found = found_postings[term] = _TermPostings()
             stop = start + count
             found.keys += keys[start:stop]
             found.flags += flags[start:stop]
@@ -437,7 +271,7 @@ class BodyIndex:
             return
         doc = self._docs.pop(doc_id)
         del self._sizes[doc_id]
-        low, high = doc_id << _DOC_SHIFT, (doc_id + 1) << _DOC_SHIFT
+        low, high = doc_id << DOC_SHIFT, (doc_id + 1) << DOC_SHIFT
         vocab = zlib.decompress(doc.vocab).decode()
         for term in vocab.split("\n") if vocab else ():
             found = self._postings[term]
@@ -473,23 +307,23 @@ class BodyIndex:
         if accept is not None or bare:
             # a bare row stands for all of its document's sections
             docs = self._docs
-            wanted = {key >> 20 for key in keys}.difference(bare)
+            wanted = {key >> DOC_SHIFT for key in keys}.difference(bare)
             if accept is not None:
                 wanted = {doc_id for doc_id in wanted if accept(docs[doc_id].entry)}
                 bare = {doc_id for doc_id in bare if accept(docs[doc_id].entry)}
-            keys = {key for key in keys if key >> 20 in wanted}
+            keys = {key for key in keys if key >> DOC_SHIFT in wanted}
         return self._ranked(
             self._score(keys, lists, holders, flags) + self._score_bare(bare, lists)
         )
 
     def _match(
         self,
-        lists: Sequence[_Postings | None],
+        lists: Sequence[_TermPostings | None],
         holders: Sequence[frozenset[int] | set[int]],
         bare: set[int],
     ) -> tuple[set[int], list[dict[int, int]]]:
-        """The matching section keys (``document << 20 | section``) and, per term, the flags of
-        keys whose text or trail hold it (maps may hold keys that did not match).
+        """The matching section keys and, per term, the flags of keys whose text or trail hold
+        it (maps may hold keys that did not match).
 
         A section matches when every term is in its text or trail or in its document's tags or
         title (then at least one is in text or trail, or the document is a bare row). So the
@@ -508,13 +342,13 @@ class BodyIndex:
         keys = set(flags[order[0]])
         for doc_id in holders[order[0]]:
             if doc_id not in bare:
-                keys.update(range(doc_id << 20, (doc_id << 20) + sizes(doc_id)))
+                keys.update(range(doc_id << DOC_SHIFT, (doc_id << DOC_SHIFT) + sizes(doc_id)))
         for j in order[1:]:
             found, held = lists[j], holders[j]
             here = flags[j] = found.flags_for(keys) if found is not None else {}
             present = keys.intersection(here)
             if held:
-                present.update(key for key in keys if key >> 20 in held)
+                present.update(key for key in keys if key >> DOC_SHIFT in held)
             keys = present
         return keys, flags
 
@@ -523,7 +357,7 @@ class BodyIndex:
     def _score(
         self,
         keys: set[int],
-        lists: Sequence[_Postings | None],
+        lists: Sequence[_TermPostings | None],
         holders: Sequence[frozenset[int] | set[int]],
         flags: Sequence[dict[int, int]],
     ) -> list[tuple[float, int, int]]:
@@ -546,29 +380,29 @@ class BodyIndex:
         out: list[tuple[float, int, int]] = []
         doc_id = -1
         for key in sorted(keys):  # by document, so each document is looked up once
-            if key >> 20 != doc_id:
-                doc_id = key >> 20
+            if key >> DOC_SHIFT != doc_id:
+                doc_id = key >> DOC_SHIFT
                 doc = docs[doc_id]
                 lengths, heads, prior = doc.lengths, doc.heads, -doc.prior
                 doc_bonus = sum(bonus for bonus, holding in held if doc_id in holding)
-            section = key & 0xFFFFF
+            section = key & _SECTION
             norm = text_c + text_slope * lengths[section]
             raw = doc_bonus
             for text_weight, found, heading, trail in terms:
                 flag = found.get(key)
                 if flag:
-                    tf = flag & _TF_MAX
+                    tf = flag & TF_MAX
                     if tf:
                         raw += text_weight * tf / (tf + norm)
-                    if flag & _IN_HEADING:
+                    if flag & IN_HEADING:
                         raw += heading / (head_c + head_slope * heads[section])
-                    elif flag & _IN_TRAIL:
+                    elif flag & IN_TRAIL:
                         raw += trail
             out.append((raw * prior, doc_id, section))
         return out
 
     def _score_bare(
-        self, bare: set[int], lists: Sequence[_Postings | None]
+        self, bare: set[int], lists: Sequence[_TermPostings | None]
     ) -> list[tuple[float, int, int]]:
         """The bare rows: every term in tags or title, each worth the document weight, boosted."""
         w = self.weights
@@ -576,7 +410,7 @@ class BodyIndex:
         docs = self._docs
         return [(-raw * docs[d].prior, d, -1) for d in bare]
 
-    def _idf(self, lists: Sequence[_Postings | None]) -> list[float]:
+    def _idf(self, lists: Sequence[_TermPostings | None]) -> list[float]:
         n = self._sections
         return [math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in map(_length, lists)]
 
@@ -607,5 +441,5 @@ class BodyIndex:
             given += len(group)
 
 
-def _length(found: _Postings | None) -> int:
+def _length(found: _TermPostings | None) -> int:
     return 0 if found is None else len(found.keys)

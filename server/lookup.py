@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from markproto.protocol.bodies import LookupRow
 from markproto.protocol.paths import in_scope
 
-from .bodyindex import Analysis, BodyIndex, Hit, Postings, Weights, analyze, analyze_many
+from .analysis import Analysis, Postings, analyze, analyze_many
+from .bodyindex import BodyIndex, Hit, Weights
 from .catalog import Catalog, Clause, Entry
 from .store import Loaded
 from .terms import query_terms
@@ -182,5 +183,6 @@ def _body_row(hit: Hit, terms: Sequence[str], load: Callable[[str], Loaded | Non
     text = ""
     if doc is not None and doc.content_hash == hit.doc.content_hash:  # the spans fit this body
         text = hit.snippet(doc.body, terms)
-    title = entry.title + _HEADING_SEPARATOR + hit.heading
+    # a section without heading text (the preamble) is titled by its document alone
+    title = entry.title + _HEADING_SEPARATOR + hit.heading if hit.heading else entry.title
     return LookupRow(entry.path, hit.anchor, entry.importance, title, entry.tags, text)

@@ -16,13 +16,11 @@ from collections.abc import Iterable
 from operator import methodcaller
 
 from markproto.protocol.gotext import fields, has_info_separators, lower, trim_space
-from markproto.protocol.gotext import lower as go_lower  # bodyindex still imports it from here
 from markproto.protocol.limits import TOKEN_MAX_BYTES
 
 __all__ = [
     "catalog_terms",
     "field_tokens",
-    "go_lower",
     "loose_text",
     "query_terms",
     "strip_line",

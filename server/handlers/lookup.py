@@ -8,13 +8,14 @@ scope itself, only on each row, and a row the reader may not read is dropped wit
 from __future__ import annotations
 
 from markproto.protocol import bodies, status, wire
+from markproto.protocol.gotext import trim_space
 from markproto.protocol.limits import (
     LOOKUP_DEFAULT_LIMIT,
     LOOKUP_MAX,
     LOOKUP_MAX_TERMS,
     LOOKUP_MIN_QUERY_RUNES,
 )
-from markproto.protocol.meta import go_quote, trim_space
+from markproto.protocol.meta import go_quote
 from markproto.protocol.paths import atoi, normalize_scope
 
 from ..catalog import FilterError, parse_filter

@@ -39,7 +39,8 @@ from bench_retrieval import QUESTIONS, Fts5, corpus, loaded
 
 from markproto.protocol import mdoutline
 from markproto.protocol.meta import with_type_default
-from markproto.server.bodyindex import BodyIndex, analyze
+from markproto.server.analysis import analyze
+from markproto.server.bodyindex import BodyIndex
 from markproto.server.catalog import Entry
 from markproto.server.content import Content
 from markproto.server.lookup import Lookup

@@ -14,9 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
-from markproto.server.bodyindex import BodyIndex, Hit, Weights, analyze, snippet
+from markproto.protocol.gotext import lower as go_lower
+from markproto.server.analysis import analyze
+from markproto.server.bodyindex import BodyIndex, Hit, Weights, snippet
 from markproto.server.catalog import Entry, own_facts
-from markproto.server.terms import go_lower, query_terms, strip_markup, text_tokens, token_set
+from markproto.server.terms import query_terms, strip_markup, text_tokens, token_set
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -73,14 +75,6 @@ def test_upstream_sections() -> None:
     assert index.where("sibling") == ["/u.md#sibling"]  # a heading with no text still matches
     assert index.snippets("deep") == ["deep text"]
     assert sorted(index.snippets("setext")) == ["", "child text", "deep text", "under setext"]
-
-
-def test_blank_bodies_and_frontmatter() -> None:
-    assert len(analyze(b"", 0).lengths) == 0
-    assert len(analyze(b"  \n\n", 0).lengths) == 0
-    analysis = analyze(b"---\ntitle: secretword\n---\nvisible\n", 0)
-    assert len(analysis.lengths) == 1
-    assert analysis.postings.terms.split("\n") == ["visible"]  # its own metadata is not body
 
 
 # --- recall (fixed by the spec) ----------------------------------------------------------------

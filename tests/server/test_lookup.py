@@ -93,6 +93,16 @@ def test_body_rows_carry_title_heading_and_snippet() -> None:
     assert bare == [LookupRow("/docs/b.md", "", 0.4, "Beta | piped", ("beta",), "")]
 
 
+def test_a_preamble_row_is_titled_by_its_document_alone() -> None:
+    doc = loaded("/p.md", "Opening kiwi words.\n\n# Main\n\nmore kiwi\n", {"title": "Paper"})
+    lookup = Lookup()
+    lookup.put(doc)
+    assert rows(lookup, {doc.path: doc}, "kiwi", body=True) == [
+        LookupRow("/p.md", "main", 0.5, "Paper › Main", (), "more kiwi"),
+        LookupRow("/p.md", "", 0.5, "Paper", (), "Opening kiwi words."),
+    ]
+
+
 def test_read_filter_before_limit_and_never_counted() -> None:
     lookup = Lookup()
     docs = {}
