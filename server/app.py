@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import time
@@ -81,7 +82,7 @@ class App:
 
         def open_content() -> Content:
             # The body index analyzes documents in worker processes during the one startup walk.
-            with lookup.bulk():
+            with lookup.bulk(workers=min(config.index_workers, os.cpu_count() or 1)):
                 return Content.open(config.root, [lookup])
 
         self.content = await loop.run_in_executor(None, open_content)

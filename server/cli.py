@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from markproto.server import app, logsetup
+from markproto.server import logsetup
 from markproto.server import tokens as tokenfile
 from markproto.server.config import (
     ConfigError,
@@ -40,6 +40,10 @@ def serve(config: Path | None, **flags: object) -> None:
         logsetup.configure(settings.log_format, settings.log_level)
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
+    # Imported here, not at the top: the body index's worker processes re-import this module
+    # (multiprocessing's spawn), and they need none of the server's transport or TLS stack.
+    from markproto.server import app
+
     try:
         code = asyncio.run(app.run(settings))
     except (tokenfile.TokensError, OSError) as exc:

@@ -53,6 +53,9 @@ class ServerConfig:
     log_level: str = "info"
     scan_interval: float = 30.0
     """Seconds between periodic store change scans; 0 disables them."""
+    index_workers: int = 2
+    """Processes that analyze bodies for the body index at startup (capped by the CPU count);
+    each costs ~50 MiB while it runs, so a small board trades startup time for memory. 0: inline."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -216,6 +219,9 @@ _SETTINGS: dict[str, _Setting] = {
     "log_level": _Setting(_choice(LOG_LEVELS), "debug, info, warn or error.", "LEVEL"),
     "scan_interval": _Setting(
         _at_least(_seconds, 0), "Time between store change scans; 0: none.", "SECONDS"
+    ),
+    "index_workers": _Setting(
+        _at_least(_int, 0), "Startup indexing processes (~50 MiB each while indexing); 0: inline."
     ),
 }
 

@@ -6,7 +6,9 @@ markdown). For each: the time from process start until it prints "markproto serv
 (median of a few starts), VmRSS and VmHWM from /proc at idle, then again after a read load of
 FETCHes and body-mode LOOKUPs (the body index is the server's largest structure), the CPU time the
 idle server spends over a minute (its periodic store scans run every 30 s), and whether SIGTERM
-ends it with status 0. deploy/README.md quotes these numbers and sizes MemoryMax from the peak.
+ends it with status 0. During startup it also samples the whole process tree (the server and the
+worker processes that analyze bodies for the body index), whose peak is what a cgroup's
+MemoryMax must hold. deploy/README.md quotes these numbers and sizes MemoryMax from that peak.
 
     /work/venv/bin/python tests/bench/bench_footprint.py [--copies 20] [--starts 3] [--idle 65]
 """
@@ -20,6 +22,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +67,7 @@ class Sample:
     requests: int
     idle_cpu: float
     exit_status: int
+    start_tree_peak: int
 
 
 def publish_corpus(root: Path, copies: int) -> tuple[int, int]:
@@ -90,6 +94,29 @@ def memory(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"]), int(fields["VmHWM"])
 
 
+def tree_rss(root: Path) -> int:
+    """VmRSS in KiB of the `mark-server` serving ``root`` plus its child processes (0 if none)."""
+    procs: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        procs[int(entry.name)] = (int(stat[1]), cmdline)
+    server = {pid for pid, (_, cmd) in procs.items() if "serve" in cmd and str(root) in cmd}
+    members = server | {pid for pid, (ppid, _) in procs.items() if ppid in server}
+    total = 0
+    for pid in members:
+        try:
+            total += memory(pid)[0]
+        except (OSError, KeyError):
+            continue
+    return total
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of ``pid`` so far."""
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -113,10 +140,26 @@ async def read_load(port: int, paths: list[str], fetches: int) -> int:
     return len(requests)
 
 
-def start(root: Path, state: Path) -> tuple[ServerProcess, float]:
+def start(root: Path, state: Path) -> tuple[ServerProcess, float, int]:
+    """Start a server; return it, its time to ready, and the process tree's peak RSS meanwhile."""
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, tree_rss(root))
+            done.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     began = time.monotonic()
-    server = start_server_process(root, state, timeout=120.0)
-    return server, time.monotonic() - began
+    try:
+        server = start_server_process(root, state, timeout=120.0)
+    finally:
+        done.set()
+        sampler.join()
+    return server, time.monotonic() - began, peak
 
 
 def measure(
@@ -124,13 +167,15 @@ def measure(
 ) -> Sample:
     paths = [path for kind, path in Store(root).walk() if kind == "doc"]
     size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
-    times = []
+    times, peaks = [], []
     for _ in range(starts - 1):
-        server, seconds = start(root, state)
+        server, seconds, peak = start(root, state)
         times.append(seconds)
+        peaks.append(peak)
         server.terminate()
-    server, seconds = start(root, state)
+    server, seconds, peak = start(root, state)
     times.append(seconds)
+    peaks.append(peak)
     try:
         time.sleep(2.0)
         rest = memory(server.proc.pid)
@@ -154,6 +199,7 @@ def measure(
         count,
         idle_cpu,
         status,
+        max(peaks),
     )
 
 
@@ -191,13 +237,14 @@ def main() -> None:
     print(
         f"\n{'root':<14} {'docs':>6} {'on disk':>8} {'start':>7} {'idle RSS':>9} {'idle HWM':>9}"
         f" {'load RSS':>9} {'load HWM':>9} {'reqs':>5} {'idle CPU':>8} {'exit':>5}"
+        f" {'start peak (tree)':>18}"
     )
     for s in samples:
         print(
             f"{s.root:<14} {s.documents:>6} {s.megabytes:>6.1f}MB {s.start_s:>6.2f}s"
             f" {s.idle_rss / mib:>6.1f}MiB {s.idle_hwm / mib:>6.1f}MiB"
             f" {s.load_rss / mib:>6.1f}MiB {s.load_hwm / mib:>6.1f}MiB {s.requests:>5}"
-            f" {s.idle_cpu:>7.2f}% {s.exit_status:>5}"
+            f" {s.idle_cpu:>7.2f}% {s.exit_status:>5} {s.start_tree_peak / mib:>15.1f}MiB"
         )
 
 

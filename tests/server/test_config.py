@@ -288,3 +288,12 @@ def test_the_clients_mark_host_does_not_move_the_server() -> None:
     env = {"MARK_HOST": "mark://localhost", "HOME": "/home/x"}
     assert load_config({}, env, None).host == "::"
     assert load_config({}, {**env, "MARK_LISTEN_HOST": "127.0.0.1"}, None).host == "127.0.0.1"
+
+
+def test_index_workers_trades_startup_time_for_memory() -> None:
+    env = {"HOME": "/home/x"}
+    assert load_config({}, env, None).index_workers == 2
+    assert load_config({}, {**env, "MARK_INDEX_WORKERS": "0"}, None).index_workers == 0
+    with pytest.raises(ConfigError, match="MARK_INDEX_WORKERS"):
+        load_config({}, {**env, "MARK_INDEX_WORKERS": "-1"}, None)
+    assert load_config({"index_workers": "4"}, env, None).index_workers == 4
