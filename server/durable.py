@@ -54,30 +54,26 @@ def link_new(file: str, data: bytes) -> None:
 
 def replace(file: str, data: bytes) -> None:
     """Replace ``file`` atomically and durably (temporary file, fsync, rename, fsync folder)."""
-    folder = os.path.dirname(file)
-    tmp = os.path.join(folder, temp_name())
+    tmp = os.path.join(os.path.dirname(file), temp_name())
     create(tmp, data)
-    try:
-        os.replace(tmp, file)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(folder)
+    _rename_into_place(tmp, file)
 
 
 def swap_symlink(link: str, target: str) -> None:
     """Point ``link`` at ``target`` atomically (temporary symlink renamed over it), durably."""
-    folder = os.path.dirname(link)
-    tmp = os.path.join(folder, temp_name())
+    tmp = os.path.join(os.path.dirname(link), temp_name())
     os.symlink(target, tmp)
+    _rename_into_place(tmp, link)
+
+
+def _rename_into_place(tmp: str, dest: str) -> None:
     try:
-        os.replace(tmp, link)
+        os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(folder)
+    fsync_dir(os.path.dirname(dest))
 
 
 def make_dirs(root: str, parts: list[str]) -> None:
