@@ -62,6 +62,9 @@ class Conflict(StoreError):
         self.current = current
 
 
+ARCHIVED_MESSAGE = "document is archived; unarchive first"
+
+
 class Archived(StoreError):
     """The document is archived; it must be unarchived before it takes a new version."""
 
@@ -400,7 +403,7 @@ class Store:
                 raise Conflict(number)
             if current is not None:
                 if current.archived:
-                    raise Archived("document is archived; unarchive first")
+                    raise Archived(ARCHIVED_MESSAGE)
                 if current.body == body and current.meta == dict(meta):
                     return Written(current, created=False)
             return self._write(path, current, body, meta)
@@ -416,7 +419,7 @@ class Store:
             if expected != current.number:
                 raise Conflict(current.number)
             if current.archived:
-                raise Archived("document is archived; unarchive first")
+                raise Archived(ARCHIVED_MESSAGE)
             sep = b"" if not current.body or current.body.endswith(b"\n") else b"\n"
             body = current.body + sep + text
             if len(body) > MAX_BODY:

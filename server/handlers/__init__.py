@@ -52,7 +52,7 @@ def denied(decision: grantrules.Decision) -> wire.Response:
 
 
 def not_found(path: str) -> wire.Response:
-    return wire.error_response(status.Status.NOT_FOUND, f"{path} not found")
+    return wire.error_response(status.Status.NOT_FOUND, status.not_found(path))
 
 
 def bad_request(message: str) -> wire.Response:
