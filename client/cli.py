@@ -418,7 +418,7 @@ def edit(opts: Options, url: str | None) -> None:
     if current.status == "not-found":
         before, expected, meta = b"", 0, {}
     elif current.status == "ok" and current.version is not None:
-        from markproto.protocol.meta import RESERVED_KEYS
+        from markproto.protocol.metadata import RESERVED_KEYS
 
         before, expected = current.body, current.version
         meta = {k: v for k, v in current.meta.items() if k not in RESERVED_KEYS}
@@ -712,7 +712,7 @@ def _body(text: str | None, file: IO[bytes] | None) -> bytes:
 def _meta(pairs: tuple[str, ...]) -> dict[str, str]:
     """``-meta key=value`` options as publisher metadata, checked by the protocol's own rules."""
     from markproto.protocol.errors import InvalidMetadata
-    from markproto.protocol.meta import CONTROL_KEYS, validate
+    from markproto.protocol.metadata import CONTROL_KEYS, validate
 
     meta: dict[str, str] = {}
     for pair in pairs:

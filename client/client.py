@@ -32,7 +32,7 @@ from markproto.client.tokenstore import Tokens
 from markproto.protocol.bodies import LookupRow, parse_lookup
 from markproto.protocol.errors import MalformedResponse
 from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH
-from markproto.protocol.meta import CONTROL_KEYS
+from markproto.protocol.metadata import CONTROL_KEYS
 from markproto.protocol.status import SUCCESS, Status
 from markproto.protocol.url import MarkURL, parse_url
 from markproto.protocol.wire import Request, Response, emit_request, parse_response

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from markproto.protocol import meta as metarules
+from markproto.protocol import metadata as metarules
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import STORED_FILE_MAX, STORED_FRONTMATTER_MAX
 

@@ -16,14 +16,13 @@ from typing import TextIO
 
 from markproto.protocol import status, wire
 from markproto.protocol.grants import Grants
-
-from . import devcert, seed, tokens, transport
-from .config import ServerConfig, is_default_root, tokens_explicit
-from .content import Content
-from .dispatch import Dispatcher
-from .handlers import Context
-from .lookup import Lookup
-from .ratelimit import RateLimiter
+from markproto.server import devcert, seed, tokens, transport
+from markproto.server.config import ServerConfig, is_default_root, tokens_explicit
+from markproto.server.dispatch import Dispatcher
+from markproto.server.handlers import Context
+from markproto.server.ratelimit import RateLimiter
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
 
 log = logging.getLogger("markproto.server")
 

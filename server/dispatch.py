@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from markproto.protocol import bodies, paths, wire
-from markproto.protocol import meta as metarules
+from markproto.protocol import metadata as metarules
 from markproto.protocol import status as st
 from markproto.protocol.errors import (
     InvalidCursor,
@@ -32,9 +32,7 @@ from markproto.protocol.errors import (
 )
 from markproto.protocol.grants import PUBLISH, Decision
 from markproto.protocol.limits import HEALTH_PATH, MAX_BODY
-
-from . import store
-from .handlers import (
+from markproto.server.handlers import (
     Context,
     Reply,
     append,
@@ -48,8 +46,9 @@ from .handlers import (
     publish,
     versions,
 )
-from .logsetup import log_request, request_log
-from .transport import Peer
+from markproto.server.logsetup import log_request, request_log
+from markproto.server.storage import store
+from markproto.server.transport import Peer
 
 log = logging.getLogger("markproto.server.dispatch")
 

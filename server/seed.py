@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from markproto.protocol import meta as metarules
+from markproto.protocol import metadata as metarules
 from markproto.protocol.limits import MANIFEST_PATH
-
-from .store import Store
+from markproto.server.storage.store import Store
 
 WELCOME = """\
 # Welcome to markproto

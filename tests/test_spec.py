@@ -20,14 +20,15 @@ from pathlib import Path
 import pytest
 from support import REPO, shared_path
 
-from markproto.protocol import bodies, cursor, limits, meta, status, storefmt, wire
+from markproto.protocol import bodies, cursor, limits, status, storefmt, wire
+from markproto.protocol import metadata as meta
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.server import dispatch
-from markproto.server.content import Content
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.handlers.versions import CHAIN_ERROR
-from markproto.server.lookup import Lookup
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
 from markproto.server.transport import Peer
 
 SPEC = REPO / "docs" / "SPEC.md"
@@ -65,9 +66,10 @@ def code(cell: str) -> str:
 
 def resolve(dotted: str) -> object:
     """``limits.MAX_BODY`` or ``config.ServerConfig.rate_limit`` (a dataclass field's default),
-    looked up in markproto.protocol, then markproto.server, then markproto.client."""
+    looked up in markproto.protocol, then markproto.server (and its subpackages), then
+    markproto.client."""
     module_name, *attrs = dotted.split(".")
-    for package in ("protocol", "server", "client"):
+    for package in ("protocol", "server", "server.search", "server.storage", "client"):
         name = f"markproto.{package}.{module_name}"
         if importlib.util.find_spec(name) is not None:
             obj: object = importlib.import_module(name)

@@ -13,8 +13,8 @@ from markproto.protocol import grants as grantrules
 from markproto.protocol import status, wire
 
 if TYPE_CHECKING:
-    from ..content import Content
-    from ..lookup import Lookup
+    from markproto.server.search.service import Lookup
+    from markproto.server.storage.content import Content
 
 
 def utc_now() -> datetime:

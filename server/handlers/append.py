@@ -8,11 +8,10 @@ check under its write lock, so they see the version actually being extended.
 
 from __future__ import annotations
 
-from markproto.protocol import meta as metarules
+from markproto.protocol import metadata as metarules
 from markproto.protocol import status, wire
-
-from . import Context
-from .publish import check_document, written
+from markproto.server.handlers import Context
+from markproto.server.handlers.publish import check_document, written
 
 
 async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:

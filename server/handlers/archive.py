@@ -7,8 +7,7 @@ document's etags and chain stay valid and its history is still served. The body 
 from __future__ import annotations
 
 from markproto.protocol import status, wire
-
-from . import Context, not_found
+from markproto.server.handlers import Context, not_found
 
 
 async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:

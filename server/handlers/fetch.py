@@ -13,15 +13,14 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from markproto.protocol import bodies, paths, status, storefmt, wire
-from markproto.protocol import meta as metarules
+from markproto.protocol import metadata as metarules
 from markproto.protocol.errors import InvalidMetadata
 from markproto.protocol.grants import Decision
 from markproto.protocol.limits import LIST_PAGE_MAX
-
-from ..state import Current
-from ..store import Loaded
-from . import Context, denied, not_found
-from .listing import build_page, dir_decision
+from markproto.server.handlers import Context, denied, not_found
+from markproto.server.handlers.listing import build_page, dir_decision
+from markproto.server.storage.snapshot import Current
+from markproto.server.storage.store import Loaded
 
 _SERVED_CACHE = 4096
 _served: dict[str, dict[str, str]] = {}

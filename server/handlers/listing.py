@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from markproto.protocol import bodies, cursor, paths, status, wire
 from markproto.protocol.grants import Decision
 from markproto.protocol.limits import LIST_PAGE_MAX, MAX_BODY
-
-from . import Context, bad_request, denied, not_found
+from markproto.server.handlers import Context, bad_request, denied, not_found
 
 _VERSIONS_DIR = "versions"
 

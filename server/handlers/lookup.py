@@ -15,13 +15,12 @@ from markproto.protocol.limits import (
     LOOKUP_MAX_TERMS,
     LOOKUP_MIN_QUERY_RUNES,
 )
-from markproto.protocol.meta import go_quote
+from markproto.protocol.metadata import go_quote
 from markproto.protocol.paths import atoi, normalize_scope
-
-from ..catalog import FilterError, parse_filter
-from ..store import Loaded
-from ..terms import catalog_terms
-from . import Context, bad_request, not_found
+from markproto.server.handlers import Context, bad_request, not_found
+from markproto.server.search.catalog import FilterError, parse_filter
+from markproto.server.search.text import catalog_terms
+from markproto.server.storage.store import Loaded
 
 _MODES = ("catalog", "body")
 

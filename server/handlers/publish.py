@@ -10,10 +10,9 @@ place for every write verb.
 from __future__ import annotations
 
 from markproto.protocol import bodies, status, wire
-from markproto.protocol import meta as metarules
-
-from ..store import Written
-from . import Context, bad_request, not_found
+from markproto.protocol import metadata as metarules
+from markproto.server.handlers import Context, bad_request, not_found
+from markproto.server.storage.store import Written
 
 
 def check_document(path: str, body: bytes) -> wire.Response | None:

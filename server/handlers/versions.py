@@ -13,9 +13,8 @@ from collections import OrderedDict
 
 from markproto.protocol import bodies, paths, status, wire
 from markproto.protocol.grants import Decision
-
-from ..store import VersionFile
-from . import Context, denied, not_found
+from markproto.server.handlers import Context, denied, not_found
+from markproto.server.storage.store import VersionFile
 
 CHAIN_ERROR = "chain integrity check failed"
 _CACHE_SIZE = 4096

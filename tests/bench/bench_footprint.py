@@ -34,9 +34,10 @@ from support.server import ServerProcess, start_server_process
 
 from markproto.client.connection import Pool
 from markproto.client.trust import Trust
-from markproto.protocol import meta, wire
+from markproto.protocol import metadata as meta
+from markproto.protocol import wire
 from markproto.server import seed
-from markproto.server.store import Store
+from markproto.server.storage.store import Store
 
 CORPUS = SHARED / "corpus" / "fastapi-docs"
 TICK = os.sysconf("SC_CLK_TCK")

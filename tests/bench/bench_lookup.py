@@ -38,13 +38,13 @@ import perfkit
 from bench_retrieval import QUESTIONS, Fts5, corpus, loaded
 
 from markproto.protocol import mdoutline
-from markproto.protocol.meta import with_type_default
-from markproto.server.analysis import analyze
-from markproto.server.bodyindex import BodyIndex
-from markproto.server.catalog import Entry
-from markproto.server.content import Content
-from markproto.server.lookup import Lookup
-from markproto.server.store import Loaded, Store
+from markproto.protocol.metadata import with_type_default
+from markproto.server.search.analysis import analyze
+from markproto.server.search.bodyindex import BodyIndex
+from markproto.server.search.catalog import Entry
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
+from markproto.server.storage.store import Loaded, Store
 
 REPEATS = 7
 

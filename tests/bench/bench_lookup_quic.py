@@ -26,8 +26,8 @@ from support import SHARED
 from markproto.client.connection import Pool
 from markproto.client.trust import Trust
 from markproto.protocol import mdoutline, wire
-from markproto.protocol.meta import with_type_default
-from markproto.server.store import Store
+from markproto.protocol.metadata import with_type_default
+from markproto.server.storage.store import Store
 
 CORPUS = SHARED / "corpus" / "fastapi-docs"
 QUESTIONS = Path(__file__).with_name("questions_fastapi.json")

@@ -31,11 +31,11 @@ from support import SHARED
 
 from markproto.protocol import mdoutline, storefmt
 from markproto.protocol.bodies import LookupRow, render_lookup
-from markproto.protocol.meta import with_type_default
-from markproto.server.bodyindex import Weights
-from markproto.server.lookup import Lookup
-from markproto.server.store import Loaded
-from markproto.server.terms import strip_markup
+from markproto.protocol.metadata import with_type_default
+from markproto.server.search.bodyindex import Weights
+from markproto.server.search.service import Lookup
+from markproto.server.search.text import strip_markup
+from markproto.server.storage.store import Loaded
 
 CORPUS = SHARED / "corpus" / "fastapi-docs"
 QUESTIONS = Path(__file__).with_name("questions_fastapi.json")

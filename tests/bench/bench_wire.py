@@ -30,9 +30,9 @@ from support.echo import EchoProtocol
 from support.quicclient import QuicClient, connect
 
 from markproto.protocol import wire
-from markproto.protocol.meta import with_type_default
+from markproto.protocol.metadata import with_type_default
 from markproto.server import devcert
-from markproto.server.store import Store
+from markproto.server.storage.store import Store
 from markproto.server.transport import DEFAULT_MAX_STREAMS
 
 DOC_PATH = "/docs/small.md"

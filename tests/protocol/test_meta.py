@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol import meta
+from markproto.protocol import metadata as meta
 from markproto.protocol.errors import InvalidMetadata
 
 

@@ -13,9 +13,9 @@ import pytest
 
 from markproto.protocol import wire
 from markproto.protocol.grants import Grant, Grants, hash_token
-from markproto.server.content import Content
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context, fetch
+from markproto.server.storage.content import Content
 from markproto.server.transport import Peer
 
 PEER = Peer("192.0.2.9", 4000)

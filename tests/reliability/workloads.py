@@ -25,8 +25,8 @@ from markproto.client.connection import Pool, TransportError
 from markproto.client.trust import Trust
 from markproto.protocol import wire
 from markproto.protocol.limits import ALPN
-from markproto.protocol.meta import with_type_default
-from markproto.server.store import Store
+from markproto.protocol.metadata import with_type_default
+from markproto.server.storage.store import Store
 
 LOAD_DOCS = 40
 WRITE_DOCS = 8

@@ -19,10 +19,10 @@ from markproto.protocol import wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.protocol.limits import MAX_BODY, MAX_REQUEST_LINE
 from markproto.server import dispatch
-from markproto.server.content import Content
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
-from markproto.server.lookup import Lookup
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
 from markproto.server.transport import Peer
 
 PEER = Peer("198.51.100.4", 40000)

@@ -16,11 +16,11 @@ from markproto.protocol import bodies, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.protocol.limits import MAX_BODY
 from markproto.protocol.status import Status
-from markproto.server.content import Content
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
-from markproto.server.state import Current
-from markproto.server.store import VersionFile
+from markproto.server.storage.content import Content
+from markproto.server.storage.snapshot import Current
+from markproto.server.storage.store import VersionFile
 from markproto.server.transport import Peer
 
 PEER = Peer("192.0.2.7", 50000)

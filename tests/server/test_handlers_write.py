@@ -11,9 +11,9 @@ import pytest
 from markproto.protocol import bodies, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.protocol.limits import MAX_BODY
-from markproto.server.content import Content
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
+from markproto.server.storage.content import Content
 from markproto.server.transport import Peer
 
 PEER = Peer("203.0.113.9", 1234)

@@ -12,13 +12,13 @@ import pytest
 
 from markproto.protocol import paths, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
-from markproto.protocol.meta import normalize, with_type_default
+from markproto.protocol.metadata import normalize, with_type_default
 from markproto.protocol.status import Status
-from markproto.server.content import Content
 from markproto.server.handlers import Context
 from markproto.server.handlers.lookup import handle
-from markproto.server.lookup import Lookup
-from markproto.server.store import Store
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
+from markproto.server.storage.store import Store
 
 READER = "read-secret"
 

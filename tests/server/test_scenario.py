@@ -9,10 +9,10 @@ from pathlib import Path
 
 from markproto.protocol import wire
 from markproto.protocol.grants import Grant, Grants, hash_token
-from markproto.server.content import Content
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
-from markproto.server.lookup import Lookup
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
 from markproto.server.transport import Peer
 
 _TIMESTAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")

@@ -23,14 +23,13 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 
 from markproto.protocol import mdoutline
-from markproto.protocol import meta as metarules
+from markproto.protocol import metadata as metarules
 from markproto.protocol.gotext import SPACE, fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import base, in_scope
+from markproto.server.search.text import catalog_terms, token_set
 
-from .terms import catalog_terms, token_set
-
-log = logging.getLogger("markproto.server.catalog")
+log = logging.getLogger("markproto.server.search.catalog")
 
 __all__ = [
     "Catalog",

@@ -20,9 +20,8 @@ from itertools import chain, repeat
 from operator import and_, rshift
 
 from markproto.protocol import mdoutline
-
-from .catalog import OwnFacts, own_facts
-from .terms import strip_markup, text_tokens, token_set
+from markproto.server.search.catalog import OwnFacts, own_facts
+from markproto.server.search.text import strip_markup, text_tokens, token_set
 
 __all__ = [
     "DOC_SHIFT",

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol.gotext import trim_space
-from markproto.server.catalog import Catalog, Clause, Entry, FilterError, own_facts, parse_filter
+from markproto.server.search.catalog import (
+    Catalog,
+    Clause,
+    Entry,
+    FilterError,
+    own_facts,
+    parse_filter,
+)
 
 DAY = datetime(2026, 1, 2, tzinfo=UTC)
 

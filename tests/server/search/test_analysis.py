@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
-from markproto.server.analysis import (
+from markproto.server.search.analysis import (
     DOC_SHIFT,
     IN_HEADING,
     IN_TRAIL,
@@ -21,7 +21,7 @@ from markproto.server.analysis import (
     analyze,
     analyze_many,
 )
-from markproto.server.terms import strip_markup
+from markproto.server.search.text import strip_markup
 
 NO_POSTINGS = Postings("", array("I"), array("Q"), b"")
 

@@ -27,10 +27,16 @@ from dataclasses import dataclass
 
 from markproto.protocol.gotext import lower
 from markproto.protocol.limits import LOOKUP_MAX, SNIPPET_MAX
-
-from .analysis import DOC_SHIFT, IN_HEADING, IN_TRAIL, TF_MAX, Analysis, Postings
-from .catalog import Entry
-from .terms import loose_text, strip_line
+from markproto.server.search.analysis import (
+    DOC_SHIFT,
+    IN_HEADING,
+    IN_TRAIL,
+    TF_MAX,
+    Analysis,
+    Postings,
+)
+from markproto.server.search.catalog import Entry
+from markproto.server.search.text import loose_text, strip_line
 
 __all__ = ["BodyIndex", "Hit", "Weights", "snippet"]
 

@@ -11,9 +11,9 @@ import pytest
 
 from markproto.protocol import storefmt, wire
 from markproto.protocol.bodies import LookupRow, render_lookup
-from markproto.server.catalog import parse_filter
-from markproto.server.lookup import Lookup
-from markproto.server.store import Loaded
+from markproto.server.search.catalog import parse_filter
+from markproto.server.search.service import Lookup
+from markproto.server.storage.store import Loaded
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from markproto.protocol.gotext import SPACE as GO_SPACE
 from markproto.protocol.gotext import fields, fold
 from markproto.protocol.gotext import lower as go_lower
-from markproto.server.terms import (
+from markproto.server.search.text import (
     catalog_terms,
     field_tokens,
     loose_text,

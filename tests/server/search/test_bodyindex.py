@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
 from markproto.protocol.gotext import lower as go_lower
-from markproto.server.analysis import analyze
-from markproto.server.bodyindex import BodyIndex, Hit, Weights, snippet
-from markproto.server.catalog import Entry, own_facts
-from markproto.server.terms import query_terms, strip_markup, text_tokens, token_set
+from markproto.server.search.analysis import analyze
+from markproto.server.search.bodyindex import BodyIndex, Hit, Weights, snippet
+from markproto.server.search.catalog import Entry, own_facts
+from markproto.server.search.text import query_terms, strip_markup, text_tokens, token_set
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
 

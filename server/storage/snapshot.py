@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from markproto.protocol import paths
-
-from .store import Loaded
+from markproto.server.storage.store import Loaded
 
 
 @dataclass(frozen=True, slots=True)

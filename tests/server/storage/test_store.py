@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from markproto.protocol import storefmt
-from markproto.server.recovery import recover
-from markproto.server.store import (
+from markproto.server.storage.recovery import recover
+from markproto.server.storage.store import (
     ARCHIVE_FILE,
     Archived,
     Collision,

@@ -32,14 +32,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from markproto.protocol import meta as metarules
+from markproto import durable
+from markproto.protocol import metadata as metarules
 from markproto.protocol import paths, storefmt
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import MAX_BODY
 
-from . import durable
-
-log = logging.getLogger("markproto.server.store")
+log = logging.getLogger("markproto.server.storage.store")
 
 VERSIONS_DIR = paths.VERSIONS_DIR
 ARCHIVE_FILE = "archived"

@@ -19,12 +19,11 @@ from contextlib import contextmanager
 
 from markproto.protocol.bodies import LookupRow
 from markproto.protocol.paths import in_scope
-
-from .analysis import Analysis, Postings, analyze, analyze_many
-from .bodyindex import BodyIndex, Hit, Weights
-from .catalog import Catalog, Clause, Entry
-from .store import Loaded
-from .terms import query_terms
+from markproto.server.search.analysis import Analysis, Postings, analyze, analyze_many
+from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
+from markproto.server.search.catalog import Catalog, Clause, Entry
+from markproto.server.search.text import query_terms
+from markproto.server.storage.store import Loaded
 
 __all__ = ["Lookup"]
 

@@ -12,10 +12,10 @@ import contextlib
 import logging
 import os
 
-from . import durable
-from .store import ARCHIVE_FILE, VERSION_NAME, VERSIONS_DIR, Store
+from markproto import durable
+from markproto.server.storage.store import ARCHIVE_FILE, VERSION_NAME, VERSIONS_DIR, Store
 
-log = logging.getLogger("markproto.server.recovery")
+log = logging.getLogger("markproto.server.storage.recovery")
 
 
 def recover(store: Store) -> list[str]:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from . import recovery
-from .state import Current, Snapshot
-from .store import Corrupt, Loaded, Store, VersionFile, Written
+from markproto.server.storage import recovery
+from markproto.server.storage.snapshot import Current, Snapshot
+from markproto.server.storage.store import Corrupt, Loaded, Store, VersionFile, Written
 
-log = logging.getLogger("markproto.server.content")
+log = logging.getLogger("markproto.server.storage.content")
 
 T = TypeVar("T")
 
