@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from markproto.protocol import metadata as metarules
+from markproto.protocol import metadata
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import STORED_FILE_MAX, STORED_FRONTMATTER_MAX
 
@@ -54,8 +54,8 @@ def _publisher_lines(meta: Mapping[str, str]) -> list[str]:
     for key in sorted(meta):
         value = meta[key]
         if key == "tags":
-            lines.append(f"tags: [{', '.join(metarules.split_tags(value))}]")
-        elif key in metarules.OKF_KEYS:
+            lines.append(f"tags: [{', '.join(metadata.split_tags(value))}]")
+        elif key in metadata.OKF_KEYS:
             lines.append(f"{key}: {value}")
         else:
             lines.append(f"{_META_PREFIX}{key}: {value}")
@@ -123,9 +123,9 @@ def _parse_publisher(lines: Sequence[str]) -> dict[str, str]:
             raise StoreFormatError(f"publisher line {line!r} is not 'key: value'")
         if key.startswith(_META_PREFIX):
             bare = key[len(_META_PREFIX) :]
-            if bare in metarules.OKF_KEYS or bare in metarules.STORE_RESERVED_KEYS or not bare:
+            if bare in metadata.OKF_KEYS or bare in metadata.STORE_RESERVED_KEYS or not bare:
                 raise StoreFormatError(f"{key!r} may not carry the meta. prefix")
-        elif key in metarules.OKF_KEYS:
+        elif key in metadata.OKF_KEYS:
             bare = key
         else:
             raise StoreFormatError(f"unknown stored key {key!r}")
@@ -135,7 +135,7 @@ def _parse_publisher(lines: Sequence[str]) -> dict[str, str]:
         if bare == "tags":
             if not (value.startswith("[") and value.endswith("]")):
                 raise StoreFormatError("tags must be stored as [a, b]")
-            value = metarules.normalize_tags(value[1:-1])
+            value = metadata.normalize_tags(value[1:-1])
         meta[bare] = value
     return meta
 

@@ -21,8 +21,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from markproto.protocol import bodies, paths, wire
-from markproto.protocol import metadata as metarules
+from markproto.protocol import bodies, metadata, paths, wire
 from markproto.protocol import status as st
 from markproto.protocol.errors import (
     InvalidCursor,
@@ -228,7 +227,7 @@ def _conflict(request: wire.Request, server: int) -> wire.Response:
     """PUBLISH and APPEND word a conflict differently; ``expected-version: 0`` has its own body."""
     appending = request.verb == "APPEND"
     sent = request.meta.get("expected-version")
-    your = metarules.parse_expected_version(sent, append=appending)
+    your = metadata.parse_expected_version(sent, append=appending)
     if your is None:  # an unconditional PUBLISH that lost a race to a concurrent write
         your = server
     if your == 0 and not appending:

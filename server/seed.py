@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from markproto.protocol import metadata as metarules
+from markproto.protocol import metadata
 from markproto.protocol.limits import MANIFEST_PATH
 from markproto.server.storage.store import Store
 
@@ -65,6 +65,6 @@ def seed(root: Path) -> list[str]:
     created = []
     for path, (body, meta) in SEED.items():
         if store.pointer(path) is None:
-            store.publish(path, body.encode(), metarules.with_type_default(path, meta), expected=0)
+            store.publish(path, body.encode(), metadata.with_type_default(path, meta), expected=0)
             created.append(path)
     return created

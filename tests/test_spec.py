@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 from support import REPO, shared_path
 
-from markproto.protocol import bodies, cursor, limits, status, storefmt, wire
-from markproto.protocol import metadata as meta
+from markproto.protocol import bodies, cursor, limits, metadata, status, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.server import dispatch
 from markproto.server.dispatch import Dispatcher
@@ -138,10 +137,10 @@ def test_verbs_are_exactly_the_verb_table(spec: str) -> None:
 def test_key_sets_match_the_metadata_rules(spec: str) -> None:
     stated = {row[0]: {code(cell) for cell in row[1].split(", ")} for row in table(spec, "Kind")}
     assert stated == {
-        "Control keys": meta.CONTROL_KEYS,
-        "Reserved keys": meta.RESERVED_KEYS,
-        "Store-reserved keys": meta.STORE_RESERVED_KEYS,
-        "OKF keys": meta.OKF_KEYS,
+        "Control keys": metadata.CONTROL_KEYS,
+        "Reserved keys": metadata.RESERVED_KEYS,
+        "Store-reserved keys": metadata.STORE_RESERVED_KEYS,
+        "OKF keys": metadata.OKF_KEYS,
     }
 
 

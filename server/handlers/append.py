@@ -8,8 +8,7 @@ check under its write lock, so they see the version actually being extended.
 
 from __future__ import annotations
 
-from markproto.protocol import metadata as metarules
-from markproto.protocol import status, wire
+from markproto.protocol import metadata, status, wire
 from markproto.server.handlers import Context
 from markproto.server.handlers.publish import check_document, written
 
@@ -20,9 +19,9 @@ async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Respons
         return refused
     if not request.body:
         return wire.error_response(status.Status.SERVER_ERROR, "append requires a body")
-    overlay = metarules.publisher_meta(request.meta)
-    metarules.validate(overlay)
-    metarules.validate_store(overlay)  # the request's own keys, before expected-version (reference)
-    expected = metarules.parse_expected_version(request.meta.get("expected-version"), append=True)
+    overlay = metadata.publisher_meta(request.meta)
+    metadata.validate(overlay)
+    metadata.validate_store(overlay)  # the request's own keys, before expected-version (reference)
+    expected = metadata.parse_expected_version(request.meta.get("expected-version"), append=True)
     assert expected is not None  # required for APPEND: the rule raises when it is absent
     return written(await ctx.content.append(path, request.body, overlay, expected))

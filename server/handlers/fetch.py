@@ -12,8 +12,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 
-from markproto.protocol import bodies, paths, status, storefmt, wire
-from markproto.protocol import metadata as metarules
+from markproto.protocol import bodies, metadata, paths, status, storefmt, wire
 from markproto.protocol.errors import InvalidMetadata
 from markproto.protocol.grants import Decision
 from markproto.protocol.limits import LIST_PAGE_MAX
@@ -183,10 +182,10 @@ def _publisher_keys(doc: Loaded) -> dict[str, str]:
 
 
 def _servable(key: str, value: str) -> bool:
-    if key in metarules.CONTROL_KEYS:
+    if key in metadata.CONTROL_KEYS:
         return False
     try:
-        metarules.validate({key: value})
+        metadata.validate({key: value})
     except InvalidMetadata:
         return False
     return True

@@ -9,8 +9,7 @@ place for every write verb.
 
 from __future__ import annotations
 
-from markproto.protocol import bodies, status, wire
-from markproto.protocol import metadata as metarules
+from markproto.protocol import bodies, metadata, status, wire
 from markproto.server.handlers import Context, bad_request, not_found
 from markproto.server.storage.store import Written
 
@@ -42,10 +41,10 @@ async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Respons
             return not_found(path)
         doc = await ctx.content.set_archived(path, False)
         return wire.Response(status.Status.OK, {"version": str(doc.number)}, b"")
-    publisher = metarules.publisher_meta(request.meta)
-    metarules.validate(publisher)
-    publisher = metarules.with_type_default(path, publisher)
-    metarules.validate_store(publisher)
-    expected = metarules.parse_expected_version(request.meta.get("expected-version"), append=False)
-    result = await ctx.content.publish(path, request.body, metarules.normalize(publisher), expected)
+    publisher = metadata.publisher_meta(request.meta)
+    metadata.validate(publisher)
+    publisher = metadata.with_type_default(path, publisher)
+    metadata.validate_store(publisher)
+    expected = metadata.parse_expected_version(request.meta.get("expected-version"), append=False)
+    result = await ctx.content.publish(path, request.body, metadata.normalize(publisher), expected)
     return written(result)

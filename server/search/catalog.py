@@ -22,8 +22,7 @@ from typing import Any
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from markproto.protocol import mdoutline
-from markproto.protocol import metadata as metarules
+from markproto.protocol import mdoutline, metadata
 from markproto.protocol.gotext import SPACE, fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import base, in_scope
@@ -83,7 +82,7 @@ def _frontmatter(block: str) -> dict[str, str]:
             value = ",".join(item for item in value if isinstance(item, str))
         if isinstance(value, str):
             if key == "tags":
-                value = metarules.normalize_tags(value)
+                value = metadata.normalize_tags(value)
             if trim_space(value):
                 out[key] = value
     return out
@@ -128,15 +127,15 @@ class Entry:
         effective = dict(meta)
         for key, value in facts.frontmatter.items():
             current = trim_space(effective.get(key, ""))
-            if not current or (key == "type" and current == metarules.DEFAULT_TYPE):
+            if not current or (key == "type" and current == metadata.DEFAULT_TYPE):
                 effective[key] = value
-        tags = tuple(metarules.split_tags(effective.get("tags", "")))
+        tags = tuple(metadata.split_tags(effective.get("tags", "")))
         title = trim_space(effective.get("title", "")) or facts.h1 or base(path)
         return cls(
             path=path,
             title=title,
             tags=tags,
-            importance=metarules.parse_importance(effective.get("importance")),
+            importance=metadata.parse_importance(effective.get("importance")),
             modified=modified,
             meta=effective,
             terms=frozenset(token_set((*tags, title))),
@@ -192,13 +191,13 @@ def parse_filter(text: str) -> tuple[Clause, ...]:
         key, eq, value = clause.partition("=")
         key, value = trim_space(key), trim_space(value)
         if not eq or not key or not value:
-            raise FilterError(f"malformed filter clause {metarules.go_quote(clause)}")
+            raise FilterError(f"malformed filter clause {metadata.go_quote(clause)}")
         moment = None
         if key in ("modified-after", "modified-before"):
             moment = _parse_time(value)
             if moment is None:
                 raise FilterError(
-                    f"filter {key}: invalid date {metarules.go_quote(value)} "
+                    f"filter {key}: invalid date {metadata.go_quote(value)} "
                     "(want RFC 3339 or YYYY-MM-DD)"
                 )
         clauses.append(Clause(key, value, moment))

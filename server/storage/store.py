@@ -33,8 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from markproto import durable
-from markproto.protocol import metadata as metarules
-from markproto.protocol import paths, storefmt
+from markproto.protocol import metadata, paths, storefmt
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import MAX_BODY
 
@@ -425,9 +424,9 @@ class Store:
                 raise TooLarge("content exceeds size limit")
             merged = {k: v for k, v in current.meta.items() if k != "retention"}
             merged.update(overlay)
-            merged = metarules.normalize(metarules.with_type_default(path, merged))
-            metarules.validate(merged)
-            metarules.validate_store(merged)
+            merged = metadata.normalize(metadata.with_type_default(path, merged))
+            metadata.validate(merged)
+            metadata.validate_store(merged)
             return self._write(path, current, body, merged)
 
     def set_archived(self, path: str, archived: bool) -> Loaded:
@@ -472,7 +471,7 @@ class Store:
         except FileExistsError:
             raise Conflict(current.number if current else 0) from None
         self._swap_pointer(path, number)
-        pruned = self._prune(path, number, metarules.retention(meta))
+        pruned = self._prune(path, number, metadata.retention(meta))
         st = os.stat(final)
         doc = Loaded(
             path=path,

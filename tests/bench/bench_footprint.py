@@ -34,8 +34,7 @@ from support.server import ServerProcess, start_server_process
 
 from markproto.client.connection import Pool
 from markproto.client.trust import Trust
-from markproto.protocol import metadata as meta
-from markproto.protocol import wire
+from markproto.protocol import metadata, wire
 from markproto.server import seed
 from markproto.server.storage.store import Store
 
@@ -80,7 +79,7 @@ def publish_corpus(root: Path, copies: int) -> tuple[int, int]:
         for file in files:
             path = f"/c{copy:02d}/{file.relative_to(CORPUS).as_posix()}"
             body = file.read_bytes()
-            store.publish(path, body, meta.with_type_default(path, {}), expected=None)
+            store.publish(path, body, metadata.with_type_default(path, {}), expected=None)
             count += 1
             size += len(body)
     return count, size

@@ -9,23 +9,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol import metadata as meta
+from markproto.protocol import metadata
 from markproto.protocol.errors import InvalidMetadata
 
 
 def test_key_sets() -> None:
-    assert {"auth", "expected-version", "if-none-match", "if-modified-since"} == meta.CONTROL_KEYS
-    assert len(meta.RESERVED_KEYS) == 16
-    assert {"matches", "match", "status", "etag", "content-hash"} <= meta.RESERVED_KEYS
-    assert not {"complete", "next-cursor", "previous-hash"} & meta.RESERVED_KEYS
-    assert {"version", "previous-hash", "archived"} == meta.STORE_RESERVED_KEYS
-    assert {"type", "title", "description", "resource", "tags", "timestamp"} == meta.OKF_KEYS
+    assert {
+        "auth",
+        "expected-version",
+        "if-none-match",
+        "if-modified-since",
+    } == metadata.CONTROL_KEYS
+    assert len(metadata.RESERVED_KEYS) == 16
+    assert {"matches", "match", "status", "etag", "content-hash"} <= metadata.RESERVED_KEYS
+    assert not {"complete", "next-cursor", "previous-hash"} & metadata.RESERVED_KEYS
+    assert {"version", "previous-hash", "archived"} == metadata.STORE_RESERVED_KEYS
+    assert {"type", "title", "description", "resource", "tags", "timestamp"} == metadata.OKF_KEYS
 
 
 def test_publisher_meta_drops_control_keys_only() -> None:
     request = {"auth": "t", "expected-version": "1", "if-none-match": "e", "tags": "a", "x": "y"}
     request["if-modified-since"] = "2026-01-01T00:00:00Z"
-    assert meta.publisher_meta(request) == {"tags": "a", "x": "y"}
+    assert metadata.publisher_meta(request) == {"tags": "a", "x": "y"}
 
 
 @pytest.mark.parametrize(
@@ -36,7 +41,7 @@ def test_publisher_meta_drops_control_keys_only() -> None:
         ({"archived": "true"}, 'metadata key "archived" is reserved'),
         ({"Title": "x"}, 'metadata key "Title" contains invalid characters'),
         ({"a_b": "x"}, 'metadata key "a_b" contains invalid characters'),
-        ({"meta.x": "x"}, 'metadata key "meta.x" contains invalid characters'),
+        ({"metadata.x": "x"}, 'metadata key "metadata.x" contains invalid characters'),
         ({"": "x"}, 'metadata key "" contains invalid characters'),
         ({"a b": "x"}, 'metadata key "a b" contains invalid characters'),
         ({"a\nb": "x"}, 'metadata key "a\\nb" contains invalid characters'),
@@ -51,7 +56,7 @@ def test_publisher_meta_drops_control_keys_only() -> None:
 )
 def test_validate_messages(values: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidMetadata) as caught:
-        meta.validate(values)
+        metadata.validate(values)
     assert str(caught.value) == message
 
 
@@ -68,47 +73,47 @@ def test_validate_messages(values: dict[str, str], message: str) -> None:
     ],
 )
 def test_validate_accepts(values: dict[str, str]) -> None:
-    meta.validate(values)
+    metadata.validate(values)
 
 
 def test_size_limit_is_inclusive_and_counts_utf8_bytes() -> None:
-    meta.validate({"title": "x" * 1019})  # 5 + 1019 = 1024
-    meta.validate({"title": "é" * 509 + "x"})  # 5 + 1019 bytes
+    metadata.validate({"title": "x" * 1019})  # 5 + 1019 = 1024
+    metadata.validate({"title": "é" * 509 + "x"})  # 5 + 1019 bytes
     with pytest.raises(InvalidMetadata, match=re.escape("metadata too large")):
-        meta.validate({"title": "é" * 510})  # 5 + 1020 bytes
+        metadata.validate({"title": "é" * 510})  # 5 + 1020 bytes
 
 
 def test_size_counts_tags_in_stored_list_form() -> None:
     # "a,b" is stored as "[a, b]": 4 + 6 = 10 bytes, not 4 + 3.
     filler = {"title": "x" * (1024 - 5 - 10)}
-    meta.validate({**filler, "tags": "a,b"})
+    metadata.validate({**filler, "tags": "a,b"})
     with pytest.raises(InvalidMetadata, match=re.escape("metadata too large")):
-        meta.validate({**filler, "tags": "a,b,c"})  # "[a, b, c]" is 9
+        metadata.validate({**filler, "tags": "a,b,c"})  # "[a, b, c]" is 9
     # Spaces and empty tags are normalized away before counting.
-    meta.validate({**filler, "tags": " a ,, b , "})
+    metadata.validate({**filler, "tags": " a ,, b , "})
 
 
 def test_validate_order_is_deterministic() -> None:
     # Count first, whatever else is wrong.
     many = {f"k{i}": "v" for i in range(50)} | {"status": "x", "Bad": "y"}
     with pytest.raises(InvalidMetadata, match="too many"):
-        meta.validate(many)
+        metadata.validate(many)
     # Then keys in sorted order; the first bad key decides.
     with pytest.raises(InvalidMetadata, match='"Zed" contains invalid'):
-        meta.validate({"status": "x", "Zed": "y"})
+        metadata.validate({"status": "x", "Zed": "y"})
     with pytest.raises(InvalidMetadata, match='"etag" is reserved'):
-        meta.validate({"title": "a\nb", "etag": "x"})
+        metadata.validate({"title": "a\nb", "etag": "x"})
     with pytest.raises(InvalidMetadata, match='value for key "abc" contains newlines'):
-        meta.validate({"abc": "a\nb", "status": "x"})
+        metadata.validate({"abc": "a\nb", "status": "x"})
     # Size last.
     with pytest.raises(InvalidMetadata, match='"zz" contains newlines'):
-        meta.validate({"title": "x" * 2000, "zz": "\n"})
+        metadata.validate({"title": "x" * 2000, "zz": "\n"})
 
 
 KEY_ALPHABET = st.sampled_from("abz09-_A.é ")
 VALUE_ALPHABET = st.sampled_from(["a", "é", " ", "\t", "\n", "\r", ",", ":"])
 METAS = st.dictionaries(
-    st.text(KEY_ALPHABET, max_size=8) | st.sampled_from(sorted(meta.RESERVED_KEYS)),
+    st.text(KEY_ALPHABET, max_size=8) | st.sampled_from(sorted(metadata.RESERVED_KEYS)),
     st.text(VALUE_ALPHABET, max_size=40) | st.text(st.just("x"), min_size=90, max_size=130),
     max_size=55,
 )
@@ -119,7 +124,7 @@ def _allowed(values: dict[str, str]) -> bool:
     if len(values) > 50:
         return False
     for key, value in values.items():
-        if key in meta.RESERVED_KEYS or not re.fullmatch(r"[a-z0-9-]+", key):
+        if key in metadata.RESERVED_KEYS or not re.fullmatch(r"[a-z0-9-]+", key):
             return False
         if "\n" in value or "\r" in value:
             return False
@@ -136,10 +141,10 @@ def _allowed(values: dict[str, str]) -> bool:
 @given(METAS)
 def test_validate_accepts_exactly_the_grammar(values: dict[str, str]) -> None:
     if _allowed(values):
-        meta.validate(values)
+        metadata.validate(values)
     else:
         with pytest.raises(InvalidMetadata):
-            meta.validate(values)
+            metadata.validate(values)
 
 
 @pytest.mark.parametrize(
@@ -156,14 +161,17 @@ def test_validate_accepts_exactly_the_grammar(values: dict[str, str]) -> None:
     ],
 )
 def test_tags(value: str, tags: list[str], normalized: str) -> None:
-    assert meta.split_tags(value) == tags
-    assert meta.normalize_tags(value) == normalized
+    assert metadata.split_tags(value) == tags
+    assert metadata.normalize_tags(value) == normalized
 
 
 def test_normalize_rewrites_tags_and_drops_empty_ones() -> None:
-    assert meta.normalize({"tags": "alpha, wire", "x": " y "}) == {"tags": "alpha,wire", "x": " y "}
-    assert meta.normalize({"tags": " , ", "x": "y"}) == {"x": "y"}
-    assert meta.normalize({"x": "y"}) == {"x": "y"}
+    assert metadata.normalize({"tags": "alpha, wire", "x": " y "}) == {
+        "tags": "alpha,wire",
+        "x": " y ",
+    }
+    assert metadata.normalize({"tags": " , ", "x": "y"}) == {"x": "y"}
+    assert metadata.normalize({"x": "y"}) == {"x": "y"}
 
 
 @pytest.mark.parametrize(
@@ -211,13 +219,13 @@ def test_normalize_rewrites_tags_and_drops_empty_ones() -> None:
     ],
 )
 def test_parse_importance_follows_go_parsefloat(value: str | None, expected: float) -> None:
-    assert meta.parse_importance(value) == expected
+    assert metadata.parse_importance(value) == expected
 
 
 @settings(max_examples=300)
 @given(st.text(max_size=20) | st.floats(allow_nan=True).map(str))
 def test_parse_importance_is_always_a_usable_prior(value: str) -> None:
-    importance = meta.parse_importance(value)
+    importance = metadata.parse_importance(value)
     assert not math.isnan(importance)
     assert 0.0 <= importance <= 1.0
 
@@ -236,12 +244,12 @@ def test_parse_importance_is_always_a_usable_prior(value: str) -> None:
     ],
 )
 def test_with_type_default(path: str, values: dict[str, str], expected: dict[str, str]) -> None:
-    assert meta.with_type_default(path, values) == expected
+    assert metadata.with_type_default(path, values) == expected
 
 
 def test_with_type_default_does_not_mutate() -> None:
     values = {"x": "y"}
-    meta.with_type_default("/a.md", values)
+    metadata.with_type_default("/a.md", values)
     assert values == {"x": "y"}
 
 
@@ -259,14 +267,14 @@ def test_with_type_default_does_not_mutate() -> None:
 )
 def test_validate_store(values: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidMetadata) as caught:
-        meta.validate_store(values)
+        metadata.validate_store(values)
     assert str(caught.value) == f"invalid publisher metadata: {message}"
 
 
 def test_validate_store_accepts() -> None:
-    meta.validate_store({"retention": "3", "type": "Document"})
-    meta.validate_store({"retention": "+03"})
-    meta.validate_store({})
+    metadata.validate_store({"retention": "3", "type": "Document"})
+    metadata.validate_store({"retention": "+03"})
+    metadata.validate_store({})
 
 
 @pytest.mark.parametrize(
@@ -282,7 +290,7 @@ def test_validate_store_accepts() -> None:
     ],
 )
 def test_retention(values: dict[str, str], expected: int | None) -> None:
-    assert meta.retention(values) == expected
+    assert metadata.retention(values) == expected
 
 
 @pytest.mark.parametrize(
@@ -290,32 +298,32 @@ def test_retention(values: dict[str, str], expected: int | None) -> None:
     [(None, None), ("", None), ("0", 0), ("3", 3), ("+3", 3), ("007", 7)],
 )
 def test_expected_version_for_publish(value: str | None, expected: int | None) -> None:
-    assert meta.parse_expected_version(value, append=False) == expected
+    assert metadata.parse_expected_version(value, append=False) == expected
 
 
 @pytest.mark.parametrize("value", ["-1", "x", "1.0", " 1", "1_0", "99999999999999999999"])
 def test_bad_expected_version_for_publish(value: str) -> None:
     with pytest.raises(InvalidMetadata) as caught:
-        meta.parse_expected_version(value, append=False)
+        metadata.parse_expected_version(value, append=False)
     assert str(caught.value) == "invalid expected-version"
 
 
 @pytest.mark.parametrize(("value", "expected"), [("1", 1), ("+2", 2), ("02", 2)])
 def test_expected_version_for_append(value: str, expected: int) -> None:
-    assert meta.parse_expected_version(value, append=True) == expected
+    assert metadata.parse_expected_version(value, append=True) == expected
 
 
 @pytest.mark.parametrize("value", [None, ""])
 def test_append_requires_expected_version(value: str | None) -> None:
     with pytest.raises(InvalidMetadata) as caught:
-        meta.parse_expected_version(value, append=True)
+        metadata.parse_expected_version(value, append=True)
     assert str(caught.value) == "APPEND requires expected-version metadata"
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", " 1"])
 def test_bad_expected_version_for_append(value: str) -> None:
     with pytest.raises(InvalidMetadata) as caught:
-        meta.parse_expected_version(value, append=True)
+        metadata.parse_expected_version(value, append=True)
     assert str(caught.value) == "invalid expected-version for APPEND (must be >= 1)"
 
 
@@ -333,4 +341,4 @@ def test_bad_expected_version_for_append(value: str) -> None:
     ],
 )
 def test_go_quote(text: str, quoted: str) -> None:
-    assert meta.go_quote(text) == quoted
+    assert metadata.go_quote(text) == quoted
