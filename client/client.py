@@ -110,10 +110,12 @@ class Client:
             host = environment.variable(environment.HOST, environ)
         server = _server(host)
         explicit = token if token is not None else environment.variable(environment.AUTH, environ)
+        if server is None:
+            if token is not None:
+                raise UsageError("a token needs the host it is for (give host or set MARK_HOST)")
+            explicit = None  # MARK_AUTH is for the MARK_HOST server; there is none
         if explicit is not None and not valid_token(explicit):
             raise UsageError("a token is one word without spaces")
-        if token is not None and server is None:
-            raise UsageError("a token needs the host it is for (give host or set MARK_HOST)")
         home = environment.home(environ)
         trust = Trust(
             insecure=insecure,

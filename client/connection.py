@@ -106,7 +106,7 @@ class Pool:
         max_response: int | None = None,
     ) -> bytes:
         """Send one whole request on a new stream of ``authority``'s connection; return the whole
-        response. Raises only ``TransportError`` subclasses (``ValueError`` for a bad authority)."""
+        response. Raises only ``TransportError`` subclasses (``UsageError`` for a bad authority)."""
         authority = authority.lower()
         dial_t = self.dial_timeout if dial_timeout is None else dial_timeout
         request_t = self.request_timeout if request_timeout is None else request_timeout

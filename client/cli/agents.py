@@ -53,7 +53,7 @@ def mcp(
     try:
         client = Client.from_environment(
             target,
-            token=token,
+            token=token or None,
             insecure=insecure,
             trust_new=trust_new,
             timeout=timeout,

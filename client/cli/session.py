@@ -28,7 +28,7 @@ def client_for(opts: Options, target: MarkURL, *, cache: bool) -> Client:
     try:
         return Client.from_environment(
             target,
-            token=opts.auth,
+            token=opts.auth or None,
             insecure=opts.insecure,
             trust_new=opts.trust_new,
             timeout=opts.timeout,

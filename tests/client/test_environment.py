@@ -62,8 +62,9 @@ def test_an_explicit_token_goes_to_the_named_server_only(tmp_path: Path) -> None
 
 
 def test_mark_auth_without_a_server_is_sent_nowhere(tmp_path: Path) -> None:
-    client = Client.from_environment(environ=environ(tmp_path, auth="env-token"))
-    assert client.tokens.overrides == {}
+    for token in ("env-token", "not even a token"):
+        client = Client.from_environment(environ=environ(tmp_path, auth=token))
+        assert client.tokens.overrides == {}
 
 
 @pytest.mark.parametrize(
