@@ -1,4 +1,4 @@
-"""The on-disk conditional-request cache for tokenless FETCH and LIST (``~/.mark/cache``).
+"""The on-disk conditional-request cache for tokenless FETCH and LIST (``MARK_HOME/cache``).
 
 A cached ``ok`` response lets the next identical request ask "changed since?" and get a bodiless
 ``not-modified`` instead of the document. Only requests without a token are cached, so nothing
@@ -22,11 +22,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from markproto.client.environment import home
 from markproto.protocol.errors import ProtocolError
 from markproto.protocol.status import Status
 from markproto.protocol.wire import Response, emit_response, parse_response
 
-DEFAULT_CACHE = Path("~/.mark/cache")
 DEFAULT_MAX_BYTES = 64 << 20
 _MAGIC = b"markcache 1 "
 _SUFFIX = ".entry"
@@ -55,7 +55,7 @@ class Cache:
         max_bytes: int = DEFAULT_MAX_BYTES,
         warn: Callable[[str], None] | None = None,
     ) -> None:
-        self.directory = (directory or DEFAULT_CACHE).expanduser()
+        self.directory = (directory or home() / "cache").expanduser()
         self.max_bytes = max_bytes
         self._warn = warn or log.warning
 

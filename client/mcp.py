@@ -24,17 +24,10 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from markproto.client.client import (
-    CATALOG_FALLBACK_NOTE,
-    AnchorNotFound,
-    Client,
-    ClientError,
-    LookupResult,
-    Result,
-)
-from markproto.client.connection import TransportError
+from markproto.client import AnchorNotFound, Client, LookupResult, MarkError, Result
+from markproto.client.results import CATALOG_FALLBACK_NOTE
 from markproto.protocol import bodies, mdoutline, paths
-from markproto.protocol.errors import InvalidURL, ProtocolError
+from markproto.protocol.errors import InvalidURL
 from markproto.protocol.limits import MANIFEST_PATH, OUTLINE_THRESHOLD
 from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
@@ -236,12 +229,12 @@ def build_server(client: Client, host: MarkURL | None = None) -> MCPServer:
             result = await client.fetch(url)
         except AnchorNotFound as exc:
             raise ResourceNotFoundError(str(exc)) from None
-        except (TransportError, ClientError, ProtocolError) as exc:
+        except MarkError as exc:
             raise ResourceError(_one_line(exc)) from None
         if result.status == Status.NOT_FOUND:
             raise ResourceNotFoundError(f"{url}: not found")
         if not result.ok:
-            raise ResourceError(f"{url}: {result.status}: {_message(result)}")
+            raise ResourceError(f"{url}: {result.status}: {result.message}")
         return result.body.decode("utf-8", "replace")
 
     description = "A markdown document; #anchor selects one section"
@@ -297,24 +290,13 @@ async def _guard(job: Awaitable[T]) -> T:
     """Run one client call; every failure to get an answer becomes a one-line ``ToolError``."""
     try:
         return await job
-    except TransportError as exc:
+    except MarkError as exc:
         raise ToolError(_one_line(exc)) from None
-    except (ClientError, InvalidURL, ValueError) as exc:
-        raise ToolError(str(exc)) from None
-    except ProtocolError as exc:
-        raise ToolError(f"unreadable response ({exc})") from None
 
 
 def _one_line(exc: Exception) -> str:
+    """The message on one line (a changed certificate's warning has several)."""
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-
-
-def _message(result: Result) -> str:
-    """The server's error message: its body without the ``# Title`` heading."""
-    text = result.body.decode("utf-8", "replace")
-    return " ".join(
-        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("# ")
-    )[:500]
 
 
 def _check(result: Result) -> None:
@@ -324,7 +306,7 @@ def _check(result: Result) -> None:
             if result.status == Status.UNAUTHORIZED
             else ""
         )
-        raise ToolError(f"{result.status}: {_message(result)}{hint}")
+        raise ToolError(f"{result.status}: {result.message}{hint}")
 
 
 # --- results --------------------------------------------------------------------------------
@@ -349,10 +331,10 @@ def _envelope(
     )
     if not body and not offset:
         return head
-    return head + "\n" + _page(body, offset, MAX_RESULT - len(head) - 1, resume)
+    return head + "\n" + page(body, offset, MAX_RESULT - len(head) - 1, resume)
 
 
-def _page(text: str, offset: int, room: int, resume: Callable[[int], str] | None) -> str:
+def page(text: str, offset: int, room: int, resume: Callable[[int], str] | None) -> str:
     """``text[offset:]`` in at most ``room`` characters: cut after the last whole line that fits
     and marked, so the agent sees that more exists and how to ask for it."""
     total = len(text)

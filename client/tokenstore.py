@@ -1,4 +1,4 @@
-"""Stored capability tokens (``~/.mark/tokens.toml``) and which token a request to a host carries.
+"""Stored capability tokens (``MARK_HOME/tokens.toml``) and which token a request to a host carries.
 
 The file is the reference client's format, one table per authority, so both clients share it::
 
@@ -20,16 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from markproto.client.environment import home
+from markproto.client.errors import TokenStoreError
 from markproto.client.trust import write_private
 
-DEFAULT_TOKENS = Path("~/.mark/tokens.toml")
 _TOKEN = re.compile(r"[^\s\x00-\x1f\x7f]+")
 
 log = logging.getLogger(__name__)
-
-
-class TokenStoreError(Exception):
-    """The tokens file cannot be read back exactly or cannot be written."""
 
 
 def valid_token(token: str) -> bool:
@@ -77,7 +74,7 @@ class TokenStore:
     reads still go out unauthenticated); edits are strict (a broken file is never rewritten)."""
 
     def __init__(self, path: Path | None = None, *, warn: Callable[[str], None] | None = None):
-        self.path = (path or DEFAULT_TOKENS).expanduser()
+        self.path = (path or home() / "tokens.toml").expanduser()
         self._warn = warn or log.warning
         self._warned: set[str] = set()
 

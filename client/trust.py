@@ -19,7 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_KNOWN_HOSTS = Path("~/.mark/known_hosts")
+from markproto.client.environment import home
+from markproto.client.errors import CertificateChanged, KnownHostsError, Untrusted, UsageError
+
 HEADER = (
     "# Certificates pinned on first use by the mark client: 'host:port sha256:<hex>' per line.\n"
     "# Remove a line to forget a server's certificate; it is pinned again on the next contact.\n"
@@ -28,22 +30,6 @@ _LINE = re.compile(r"(\S+)[ \t]+(sha256:[0-9a-f]{64})")
 _AUTHORITY = re.compile(r"(\[[0-9a-z:.%]+\]|[^\s:\[\]A-Z]+):[0-9]{1,5}")
 
 log = logging.getLogger(__name__)
-
-
-class TrustError(Exception):
-    """A trust decision that refuses the peer; the transport turns it into its own error."""
-
-
-class KnownHostsError(TrustError):
-    """A ``known_hosts`` file that cannot be read back exactly; never guessed around."""
-
-
-class Untrusted(TrustError):
-    """A certificate failed verification and the policy (or the user) declined to pin it."""
-
-
-class PinMismatch(TrustError):
-    """A pinned authority presented another certificate."""
 
 
 class Verification(enum.Enum):
@@ -163,12 +149,12 @@ class Trust:
         cafile: str | None = None,
     ) -> None:
         self.insecure = insecure
-        self.known_hosts = (known_hosts or DEFAULT_KNOWN_HOSTS).expanduser()
+        self.known_hosts = (known_hosts or home() / "known_hosts").expanduser()
         self.trust_new = trust_new
         self.confirm = confirm
         self.note = note or log.info
         if cafile is not None and not Path(cafile).is_file():
-            raise ValueError(f"{cafile}: no such CA file")
+            raise UsageError(f"{cafile}: no such CA file")
         self._ca = (cafile, None) if cafile is not None else system_ca()
 
     def pins(self) -> dict[str, str]:
@@ -188,7 +174,7 @@ class Trust:
             return
         presented = fingerprint(der)
         if presented != plan.pin:
-            raise PinMismatch(self._changed_message(authority, plan.pin, presented))
+            raise CertificateChanged(self._changed_message(authority, plan.pin, presented))
 
     def first_contact(self, authority: str, presented: str, reason: str) -> None:
         """Pin ``presented`` for an unpinned authority whose certificate failed verification with
@@ -216,7 +202,7 @@ class Trust:
         if authority in pins:
             if pins[authority] == presented:
                 return
-            raise PinMismatch(self._changed_message(authority, pins[authority], presented))
+            raise CertificateChanged(self._changed_message(authority, pins[authority], presented))
         if text and not text.endswith("\n"):
             text += "\n"
         try:

@@ -15,8 +15,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
+from markproto.client import Client
 from markproto.client.cli import main
-from markproto.client.client import Client
 
 CLOSED = "mark://127.0.0.1:1"
 """Nothing listens on UDP port 1: a request fails at once with 'connection refused'."""
@@ -203,7 +203,7 @@ def test_token_commands_never_rewrite_a_broken_file(environment: Path) -> None:
 
 
 def test_failed_is_one_mark_line() -> None:
-    from markproto.client.cli import Failed
+    from markproto.client.cli.output import Failed
 
     runner = CliRunner()
 

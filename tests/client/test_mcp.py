@@ -22,12 +22,18 @@ from mcp import Client as MCPClient
 from mcp.shared.exceptions import MCPError
 from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server
 
+from markproto.client import (
+    Client,
+    Pool,
+    Tokens,
+    TokenStore,
+    TransportError,
+    Trust,
+    Unreachable,
+)
 from markproto.client import mcp as bridge
 from markproto.client.cli import main
-from markproto.client.client import CATALOG_FALLBACK_NOTE, Client
-from markproto.client.connection import Pool, TransportError, Unreachable
-from markproto.client.tokenstore import Tokens, TokenStore
-from markproto.client.trust import Trust
+from markproto.client.results import CATALOG_FALLBACK_NOTE
 from markproto.protocol import bodies, mdoutline, wire
 from markproto.protocol.url import MarkURL, parse_url
 
@@ -574,7 +580,8 @@ async def test_transport_failures_and_unreadable_answers_are_tool_errors(mode: s
         )
         assert "fetch mark://example.org/a.md before retrying" in message
     async with scripted(lambda request: b"garbage", mode) as agent:
-        assert (await agent.fail("mark_fetch", url="/a.md")).startswith("unreadable response (")
+        failure = await agent.fail("mark_fetch", url="/a.md")
+        assert failure.startswith("example.org:6309: unreadable response (")
 
 
 async def test_requests_carry_exactly_the_arguments_given(mode: str) -> None:
@@ -622,7 +629,7 @@ async def test_requests_carry_exactly_the_arguments_given(mode: str) -> None:
 def test_pages_are_bounded_cut_at_lines_and_add_up_to_the_text(text: str, room: int) -> None:
     whole, offset = "", 0
     while True:
-        page = bridge._page(text, offset, room, lambda end: f"offset={end}")
+        page = bridge.page(text, offset, room, lambda end: f"offset={end}")
         assert len(page) <= room
         if offset == 0 and len(text) <= room:
             assert page == text

@@ -10,10 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markproto.client import Tokens, TokenStore, TokenStoreError
 from markproto.client.tokenstore import (
-    Tokens,
-    TokenStore,
-    TokenStoreError,
     format_tokens,
     parse_tokens,
     valid_token,

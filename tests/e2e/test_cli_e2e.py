@@ -28,11 +28,9 @@ from click.testing import CliRunner, Result
 from support.echo import start_echo
 from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server
 
+from markproto.client import Client, Pool, Tokens, Trust
 from markproto.client.cli import main
-from markproto.client.client import CATALOG_FALLBACK_NOTE, Client
-from markproto.client.connection import Pool
-from markproto.client.tokenstore import Tokens
-from markproto.client.trust import Trust
+from markproto.client.results import CATALOG_FALLBACK_NOTE
 from markproto.protocol import bodies
 from markproto.protocol.wire import Response, emit_response
 from markproto.server import devcert

@@ -21,8 +21,7 @@ from aioquic.quic.connection import QuicConnection
 from support.quicclient import QuicClient, StreamResetError, connect
 from support.server import WRITE_TOKEN, running_server
 
-from markproto.client.connection import Pool, TransportError
-from markproto.client.trust import Trust
+from markproto.client import Pool, TransportError, Trust
 from markproto.protocol import wire
 from markproto.protocol.limits import ALPN
 from markproto.protocol.metadata import with_type_default

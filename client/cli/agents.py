@@ -1,0 +1,65 @@
+"""``mark mcp``: the MCP bridge for agents, on the same client setup as every other command."""
+
+from __future__ import annotations
+
+import click
+
+from markproto.client.cli.options import INSECURE, TIMEOUT, TRUST_NEW
+from markproto.client.cli.output import note
+
+
+@click.command()
+@click.option(
+    "-host",
+    "--host",
+    metavar="mark://HOST[:PORT]",
+    help="Default server: tools take bare paths (else MARK_HOST).",
+)
+@click.option(
+    "-token",
+    "--token",
+    metavar="TOKEN",
+    help="Token for the -host server only (else MARK_AUTH or tokens.toml).",
+)
+@INSECURE
+@TRUST_NEW
+@TIMEOUT
+def mcp(
+    host: str | None, token: str | None, insecure: bool, trust_new: bool, timeout: float
+) -> None:
+    """Serve the MCP bridge for agents on stdin and stdout (see docs/MCP.md).
+
+    One connection per server serves the whole session; stored tokens are reread on every
+    call, so `mark token add` takes effect at once. Ends when stdin closes.
+    """
+    import asyncio
+
+    from markproto.client import Client, UsageError, environment
+    from markproto.client.mcp import serve
+    from markproto.protocol.errors import InvalidURL
+    from markproto.protocol.url import parse_url
+
+    text = host or environment.variable(environment.HOST)
+    hint = "-host" if host else "MARK_HOST"
+    try:
+        target = parse_url(text) if text else None
+    except InvalidURL as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
+    if target is not None and (target.path != "/" or target.anchor):
+        raise click.BadParameter("give mark://host[:port] without a path", param_hint=hint)
+    if target is None and (token or environment.variable(environment.AUTH)):
+        note("-token and MARK_AUTH go only to the -host server; without -host they are unused")
+        token = None
+    try:
+        client = Client.from_environment(
+            target,
+            token=token or None,
+            insecure=insecure,
+            trust_new=trust_new,
+            timeout=timeout,
+            cache=False,
+            note=note,  # and no confirm: stdin carries the protocol, no one can answer a prompt
+        )
+    except UsageError as exc:
+        raise click.BadParameter(str(exc), param_hint="-token/MARK_AUTH") from None
+    asyncio.run(serve(client, target))
