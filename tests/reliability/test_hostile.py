@@ -44,12 +44,11 @@ async def settled(server: RunningServer) -> None:
     transport = server.app.server
     assert transport is not None
     for _ in range(50):
-        if not transport._connections:
+        if not transport.usage().connections:
             break
         await asyncio.sleep(0.05)
-    conns = transport._connections
-    assert transport._buffered == 0
-    assert all(not c._partials and not c._running for c in conns)
+    usage = transport.usage()
+    assert (usage.buffered, usage.partial, usage.running) == (0, 0, 0)
 
 
 async def test_slow_senders_are_reset_at_the_timeout_and_others_served(
