@@ -39,6 +39,7 @@ from markproto.server import quicadapter
 from markproto.server.streams import (
     Budget,
     Cancel,
+    Counts,
     Decision,
     Dispatch,
     Expire,
@@ -159,9 +160,8 @@ class MarkConnection(quicadapter.Connection):
         """No request in progress and every response acknowledged: closing now loses nothing."""
         return not self._streams.busy and self.acknowledged
 
-    def usage(self) -> Usage:
-        partial_, running, discarding = self._streams.counts()
-        return Usage(1, 0, partial_, running, discarding, self.unacknowledged)
+    def counts(self) -> Counts:
+        return self._streams.counts()
 
     def expire(self, now: float) -> None:
         """Carry out the request timeout at ``now``."""
@@ -281,14 +281,15 @@ class MarkServer(quicadapter.Listener):
 
     def usage(self) -> Usage:
         """What every connection holds right now."""
-        parts = [conn.usage() for conn in self._connections]
+        conns = list(self._connections)
+        counts = [conn.counts() for conn in conns]
         return Usage(
-            len(parts),
+            len(conns),
             self._budget.used,
-            sum(u.partial for u in parts),
-            sum(u.running for u in parts),
-            sum(u.discarding for u in parts),
-            sum(u.unacknowledged for u in parts),
+            sum(c.partial for c in counts),
+            sum(c.running for c in counts),
+            sum(c.discarding for c in counts),
+            sum(conn.unacknowledged for conn in conns),
         )
 
     def reload_certificate(
