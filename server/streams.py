@@ -158,7 +158,9 @@ class RequestStreams:
         self._discarding.discard(stream_id)
 
     def peer_stopped(self, stream_id: int) -> Cancel | None:
-        """The peer no longer reads this stream: its answer is not wanted."""
+        """The peer no longer reads this stream: its answer is not wanted. Its handler is
+        cancelled, which also keeps handlers within the stream credit (a stopped stream gives
+        its credit back early)."""
         if self._running.pop(stream_id, None) is not None:
             return Cancel(stream_id)
         if stream_id in self._partial:
