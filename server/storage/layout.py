@@ -8,8 +8,8 @@ Layout of a document ``/docs/a.md``::
     docs/versions/a.md.v1..    the legacy flat layout: read, and migrated on the next write
 
 This module names and finds; it reads pointers, flags and folder listings but never a version
-file's contents and never writes (that is `store`). A symlink is never followed out of the root:
-every folder on the way must be a real folder.
+file's contents and never writes (that is `store`). Every folder on a document's path must be a
+real folder, not a link.
 """
 
 from __future__ import annotations
