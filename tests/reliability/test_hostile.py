@@ -74,7 +74,7 @@ async def test_unused_streams_are_reset_and_others_served(server: RunningServer)
 
 
 async def test_oversized_requests_are_refused_and_others_served(server: RunningServer) -> None:
-    attack = asyncio.create_task(oversized(server.port, server.cert, 1.0))
+    attack = asyncio.create_task(oversized(server.port, server.cert, 2.0))  # ~2 a second
     report = await honest(server.port, server.cert, 1.0)
     outcomes = await attack
     served(report)
