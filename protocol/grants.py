@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, timezone
 from enum import Enum
 from functools import lru_cache
 
+from markproto.protocol import status
 from markproto.protocol.errors import InvalidPattern, ProtocolError
 from markproto.protocol.limits import MANIFEST_PATH
 
@@ -81,8 +82,8 @@ class Decision(Enum):
         if self is Decision.ALLOW:
             return ""
         if self is Decision.NOT_PERMITTED:
-            return "insufficient permissions"
-        return "authentication required"
+            return status.INSUFFICIENT
+        return status.AUTH_REQUIRED
 
 
 class Grants:

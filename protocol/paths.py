@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from markproto.protocol import status
+
 _ATOI = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _HASH = re.compile(r"sha256-[0-9a-f]{64}")
@@ -128,16 +130,16 @@ def writable_reason(path: str) -> str | None:
     The ``.md`` suffix is not checked: PUBLISH and APPEND answer it with their own wire message.
     """
     if path == "/":
-        return "the root is a directory"
+        return status.ROOT_IS_DIRECTORY
     if clean(path) != path:
-        return f"{path} is not a canonical path (use {clean(path)})"
+        return status.not_canonical(path, clean(path))
     if is_hash_path(path):
-        return "paths matching /sha256-<hash> are reserved"
+        return status.HASH_PATH_RESERVED
     if any((ord(ch) < 32 and ch != "\t") or ch == "\x7f" for ch in path):
-        return "path contains a control character"
+        return status.CONTROL_CHARACTER
     segments = path[1:].split("/")
     if VERSIONS_DIR in segments:
-        return f'the name "{VERSIONS_DIR}" is reserved for version history'
+        return status.reserved_name(VERSIONS_DIR)
     if any(len(s.encode("utf-8", "surrogatepass")) > _MAX_SEGMENT_BYTES for s in segments):
-        return f"path segment longer than {_MAX_SEGMENT_BYTES} bytes"
+        return status.segment_too_long(_MAX_SEGMENT_BYTES)
     return None

@@ -24,7 +24,7 @@ _META_PREFIX = "meta."
 
 
 @dataclass(frozen=True, slots=True)
-class StoredVersion:
+class VersionFile:
     """One parsed version file. ``meta`` holds bare keys with tags in their ``a,b`` form."""
 
     version: int
@@ -78,7 +78,7 @@ def emit_version(
     return b"---\n" + "\n".join(lines).encode() + b"\n---\n" + body
 
 
-def parse_version(data: bytes) -> StoredVersion:
+def parse_version(data: bytes) -> VersionFile:
     """Parse a version file with the strict grammar; anything else raises StoreFormatError."""
     if len(data) > STORED_FILE_MAX:
         raise StoreFormatError("version file exceeds size limit")
@@ -111,7 +111,7 @@ def parse_version(data: bytes) -> StoredVersion:
         if not _HASH_RE.match(previous_hash):
             raise StoreFormatError("previous-hash is not sha256-<64 lowercase hex>")
         rest = rest[1:]
-    return StoredVersion(version, archived, previous_hash, _parse_publisher(rest), data[end:])
+    return VersionFile(version, archived, previous_hash, _parse_publisher(rest), data[end:])
 
 
 def _parse_publisher(lines: Sequence[str]) -> dict[str, str]:

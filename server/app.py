@@ -85,12 +85,12 @@ class App:
                 return Content.open(config.root, [lookup])
 
         self.content = await loop.run_in_executor(None, open_content)
-        snapshot = self.content.snapshot
+        documents = list(self.content.current_versions())
         log.info(
             "lookup catalog built",
             extra={
-                "entries": sum(1 for _ in snapshot.live_docs()),
-                "documents": len(snapshot.docs),
+                "entries": sum(1 for doc in documents if not doc.archived),
+                "documents": len(documents),
                 "seconds": round(time.monotonic() - started, 3),
             },
         )

@@ -1,6 +1,8 @@
 """One module per verb. A handler takes the parsed request and its canonical path and returns a
-``Response`` (or an awaitable of one, for writes); it never writes bytes and never raises for a
-protocol-level refusal."""
+value: a ``Response``, a `CurrentDocument` (a current version, whose bytes the dispatcher's cache
+may already hold), or, for writes and for VERSIONS on a history not verified before, an awaitable
+of a ``Response``. A handler never writes bytes and never raises for a refusal; whatever it raises
+is a fault."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from markproto.protocol import status, wire
 if TYPE_CHECKING:
     from markproto.server.search.service import Lookup
     from markproto.server.storage.content import Content
+    from markproto.server.storage.store import Version
 
 
 def utc_now() -> datetime:
@@ -42,7 +45,15 @@ class Context:
         return self.read_decision(path, token) is grantrules.Decision.ALLOW
 
 
-Reply = wire.Response | Awaitable[wire.Response]
+@dataclass(frozen=True, slots=True)
+class CurrentDocument:
+    """The answer to a FETCH of a current version: `responses.document` of it, which the
+    dispatcher encodes (or finds encoded already)."""
+
+    version: Version
+
+
+Reply = wire.Response | CurrentDocument | Awaitable[wire.Response]
 Handler = Callable[[wire.Request, str, Context], Reply]
 
 

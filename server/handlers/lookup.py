@@ -20,7 +20,7 @@ from markproto.protocol.paths import atoi, normalize_scope
 from markproto.server.handlers import Context, bad_request, not_found
 from markproto.server.search.catalog import FilterError, parse_filter
 from markproto.server.search.text import catalog_terms
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 _MODES = ("catalog", "body")
 
@@ -29,28 +29,28 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     meta = request.meta
     query = trim_space(meta.get("query", ""))
     if query != "*" and len(query) < LOOKUP_MIN_QUERY_RUNES:
-        return bad_request(f"query must be at least {LOOKUP_MIN_QUERY_RUNES} characters")
+        return bad_request(status.QUERY_TOO_SHORT)
     terms = min(len(catalog_terms(query)), LOOKUP_MAX_TERMS + 1)
     if terms > LOOKUP_MAX_TERMS:
-        return bad_request(f"query has too many terms: {terms} > {LOOKUP_MAX_TERMS}")
+        return bad_request(status.too_many_terms(terms))
     limit = _limit(meta.get("limit", ""))
     if limit is None:
-        return bad_request("invalid limit")
+        return bad_request(status.INVALID_LIMIT)
     try:
         clauses = parse_filter(meta.get("filter", ""))
     except FilterError as exc:
         return bad_request(str(exc))
     mode = meta.get("match", "") or "catalog"
     if mode not in _MODES:
-        return bad_request(f'match must be "catalog" or "body", got {go_quote(mode)}')
+        return bad_request(status.unknown_match(go_quote(mode)))
     scope = normalize_scope(path)
-    if scope != "/" and not ctx.content.snapshot.is_dir(scope):
+    if scope != "/" and not ctx.content.is_dir(scope):
         return not_found(scope)
     if ctx.lookup is None:
         return wire.error_response(status.Status.SERVER_ERROR, status.INTERNAL)
     token = meta.get("auth", "")
 
-    def load(doc_path: str) -> Loaded | None:
+    def load(doc_path: str) -> Version | None:
         current = ctx.content.current(doc_path)
         return ctx.content.read(current) if current is not None else None
 

@@ -23,7 +23,7 @@ from markproto.server.search.analysis import Analysis, Postings, analyze, analyz
 from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
 from markproto.server.search.catalog import Catalog, Clause, Entry
 from markproto.server.search.text import query_terms
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 __all__ = ["Lookup"]
 
@@ -39,9 +39,9 @@ class Lookup:
         self.catalog = Catalog()
         self.bodies = BodyIndex(weights)
         self._pool: concurrent.futures.Executor | None = None
-        self._batch: list[tuple[Loaded, int]] = []
+        self._batch: list[tuple[Version, int]] = []
         self._batch_bytes = 0
-        self._inflight: deque[tuple[list[Loaded], concurrent.futures.Future[_Batch]]]
+        self._inflight: deque[tuple[list[Version], concurrent.futures.Future[_Batch]]]
         self._inflight = deque()
         self._workers = 0
         self._batch_limit = 0
@@ -50,7 +50,7 @@ class Lookup:
 
     # -- keeping current -------------------------------------------------------------------------
 
-    def put(self, doc: Loaded) -> None:
+    def put(self, doc: Version) -> None:
         if self._workers > 1:
             self._enqueue(doc)
         else:
@@ -61,7 +61,7 @@ class Lookup:
         self.catalog.remove(path)
         self.bodies.remove(path)
 
-    def _apply(self, doc: Loaded, analysis: Analysis) -> None:
+    def _apply(self, doc: Version, analysis: Analysis) -> None:
         entry = Entry.build(doc.path, doc.meta, doc.modified, analysis.facts)
         self.catalog.put(entry)
         self.bodies.put(entry, doc.content_hash, analysis)
@@ -90,7 +90,7 @@ class Lookup:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
 
-    def _enqueue(self, doc: Loaded) -> None:
+    def _enqueue(self, doc: Version) -> None:
         if doc.path in self._pending:  # a batch holds one version of a path
             self._drain()
         self._pending.add(doc.path)
@@ -142,7 +142,7 @@ class Lookup:
         body: bool,
         readable: Callable[[str], bool],
         limit: int,
-        load: Callable[[str], Loaded | None],
+        load: Callable[[str], Version | None],
     ) -> list[LookupRow]:
         """The rows a LOOKUP shows: ranked (at most 1000), unreadable ones dropped silently,
         cut to ``limit``. ``load`` gives a document's current version, for body-mode snippets
@@ -174,7 +174,7 @@ def _catalog_row(entry: Entry) -> LookupRow:
     return LookupRow(entry.path, "", entry.importance, entry.title, entry.tags, None)
 
 
-def _body_row(hit: Hit, terms: Sequence[str], load: Callable[[str], Loaded | None]) -> LookupRow:
+def _body_row(hit: Hit, terms: Sequence[str], load: Callable[[str], Version | None]) -> LookupRow:
     entry = hit.entry
     if hit.section < 0:
         return LookupRow(entry.path, "", entry.importance, entry.title, entry.tags, "")

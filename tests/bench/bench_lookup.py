@@ -44,7 +44,7 @@ from markproto.server.search.bodyindex import BodyIndex
 from markproto.server.search.catalog import Entry
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.storage.store import Loaded, Store
+from markproto.server.storage.store import Store, Version
 
 REPEATS = 7
 
@@ -77,7 +77,7 @@ def cold_start(root: Path, *, bulk: bool) -> tuple[float, float, Lookup, Content
 
 def reindex(lookup: Lookup, content: Content) -> tuple[float, int]:
     """Median seconds to put a new version of a ~10 KB document (then the stored one again)."""
-    stored = [doc for c in content.snapshot.docs.values() if (doc := content.read(c)) is not None]
+    stored = [doc for c in content.current_versions() if (doc := content.read(c)) is not None]
     target = min(stored, key=lambda doc: abs(len(doc.body) - 10_000))
     times = []
     for round_ in range(50):
@@ -164,7 +164,7 @@ def startup(say: Report, root: Path, mb: float) -> tuple[Lookup, Content]:
 def latency(
     say: Report, lookup: Lookup, content: Content, docs: Sequence[tuple[str, bytes]]
 ) -> None:
-    def load(path: str) -> Loaded | None:
+    def load(path: str) -> Version | None:
         current = content.current(path)
         return content.read(current) if current is not None else None
 

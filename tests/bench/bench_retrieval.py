@@ -35,7 +35,7 @@ from markproto.protocol.metadata import with_type_default
 from markproto.server.search.bodyindex import Weights
 from markproto.server.search.service import Lookup
 from markproto.server.search.text import strip_markup
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 CORPUS = SHARED / "corpus" / "fastapi-docs"
 QUESTIONS = Path(__file__).with_name("questions_fastapi.json")
@@ -54,9 +54,9 @@ def corpus(copies: int = 1) -> list[tuple[str, bytes]]:
     return out
 
 
-def loaded(path: str, body: bytes) -> Loaded:
+def loaded(path: str, body: bytes) -> Version:
     """A document as the store would hand it over (publisher metadata: the type default)."""
-    return Loaded(
+    return Version(
         path,
         1,
         f"{path}/v1",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aioquic.asyncio.server import serve
+from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from click.testing import CliRunner, Result
 from support.echo import start_echo
@@ -78,8 +78,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                 old, old_port = await start_echo(cert, key, reply=lambda data: reply)
                 config = QuicConfiguration(is_client=False, alpn_protocols=["h3"])
                 config.load_cert_chain(cert, key)
-                h3 = await serve("127.0.0.1", 0, configuration=config)
-                h3_port = h3._transport.get_extra_info("socket").getsockname()[1]  # type: ignore[union-attr]
+                h3_socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                h3_socket.bind(("127.0.0.1", 0))
+                h3_port = h3_socket.getsockname()[1]
+                _, h3 = await asyncio.get_running_loop().create_datagram_endpoint(
+                    lambda: QuicServer(configuration=config), sock=h3_socket
+                )
                 silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 silent.bind(("127.0.0.1", 0))
                 stop = asyncio.Event()

@@ -11,7 +11,7 @@ from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server
 
 from markproto.client.connection import Pool
 from markproto.client.trust import Trust
-from markproto.protocol import storefmt, wire
+from markproto.protocol import bodies, storefmt, wire
 
 from .conftest import Ask
 
@@ -40,13 +40,15 @@ async def test_twenty_clients_racing_expected_version(tmp_path: Path) -> None:
                     str(expected),
                     str(expected + 1),
                 }
+            versions = wire.emit_request(wire.Request("VERSIONS", "/race.md", {}, b""))
+            history = wire.parse_response(
+                await pools[0].request(f"localhost:{server.port}", versions)
+            )
         finally:
             for pool in pools:
                 await pool.close()
-        history = server.app.content.history("/race.md")  # type: ignore[union-attr]
-        assert history is not None
-        assert [v.number for v in history] == [1, 2, 3, 4, 5]
-        assert server.app.content.chain_valid(history)  # type: ignore[union-attr]
+        assert [e.version for e in bodies.parse_history(history.body)] == [5, 4, 3, 2, 1]
+        assert history.meta["chain-valid"] == "true"
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ def test_etags_and_content_hashes_match_the_goldens() -> None:
 
 def test_parse_reads_back_what_emit_wrote() -> None:
     v3 = storefmt.parse_version(chain()[2])
-    assert v3 == storefmt.StoredVersion(3, False, V2_REF, META, V3_BODY)
+    assert v3 == storefmt.VersionFile(3, False, V2_REF, META, V3_BODY)
 
 
 def test_chain_valid_and_broken() -> None:
@@ -116,7 +116,7 @@ def test_round_trip(number: int, meta: dict[str, str], body: bytes) -> None:
     previous = None if number == 1 else "sha256-" + "0" * 64
     data = storefmt.emit_version(number, previous, meta, body)
     parsed = storefmt.parse_version(data)
-    assert parsed == storefmt.StoredVersion(number, False, previous, meta, body)
+    assert parsed == storefmt.VersionFile(number, False, previous, meta, body)
 
 
 @settings(max_examples=300)

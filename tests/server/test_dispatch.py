@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -202,29 +203,25 @@ async def test_every_request_is_logged(content: Content, monkeypatch: pytest.Mon
 
 
 async def test_a_failing_read_is_an_internal_error(
-    content: Content, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    content: Content, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     await content.publish("/a.md", b"a", {}, None)
-
-    def broken(*args: object) -> None:
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(content, "read", broken)
+    (tmp_path / "versions/a.md/v1").write_bytes(b"---\nversion: one\n---\na")  # on fire
     d = Dispatcher(Context(content))
     with caplog.at_level(logging.ERROR, logger="markproto.server.dispatch"):
         got = await run(d, b"FETCH /a.md\n")
     assert got == error("server-error", "internal error")
-    assert b"fire" not in got.body
-    assert any(r.exc_info and "disk on fire" in str(r.exc_info[1]) for r in caplog.records)
+    assert b"version" not in got.body
+    assert any(r.exc_info and "/a.md" in str(r.exc_info[1]) for r in caplog.records)
 
 
 async def test_a_failing_write_is_an_internal_error(
     content: Content, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(*args: object) -> None:
-        raise OSError("no space left")
+    def broken(fd: int) -> None:
+        raise OSError("the disk fell off")
 
-    monkeypatch.setattr(content.store, "publish", broken)
+    monkeypatch.setattr(os, "fsync", broken)
     d = Dispatcher(Context(content, grants=grants()))
     with caplog.at_level(logging.ERROR, logger="markproto.server.dispatch"):
         got = await ask(d, "PUBLISH", "/docs/a.md", {"auth": WRITER}, b"x")
