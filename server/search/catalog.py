@@ -16,13 +16,13 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 
-from markproto.protocol import mdoutline, metadata
+from markproto.protocol import mdoutline, metadata, times
 from markproto.protocol.gotext import SPACE, fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import base, in_scope
@@ -174,13 +174,6 @@ class Clause:
         return entry.meta.get(self.key) == self.value
 
 
-_RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[.,]([0-9]+))?"
-    r"(?:Z|([+-])([0-9]{2}):([0-9]{2}))"
-)
-_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-
-
 def parse_filter(text: str) -> tuple[Clause, ...]:
     """Parse a ``filter`` value (§10.5), raising ``FilterError`` with the reference's message."""
     clauses = []
@@ -194,7 +187,7 @@ def parse_filter(text: str) -> tuple[Clause, ...]:
             raise FilterError(f"malformed filter clause {metadata.go_quote(clause)}")
         moment = None
         if key in ("modified-after", "modified-before"):
-            moment = _parse_time(value)
+            moment = times.parse_time(value) or times.parse_date(value)
             if moment is None:
                 raise FilterError(
                     f"filter {key}: invalid date {metadata.go_quote(value)} "
@@ -202,30 +195,6 @@ def parse_filter(text: str) -> tuple[Clause, ...]:
                 )
         clauses.append(Clause(key, value, moment))
     return tuple(clauses)
-
-
-def _parse_time(value: str) -> datetime | None:
-    """Go ``time.Parse`` with ``time.RFC3339`` (fractions beyond microseconds truncated), then
-    ``2006-01-02`` as UTC midnight."""
-    try:
-        if stamp := _RFC3339.fullmatch(value):
-            year, month, day, hour, minute, second, fraction, sign, oh, om = stamp.groups()
-            zone = UTC
-            if sign is not None:
-                if int(oh) > 23 or int(om) > 59:
-                    return None
-                offset = timedelta(hours=int(oh), minutes=int(om))
-                zone = timezone(-offset if sign == "-" else offset)
-            micro = int((fraction or "0")[:6].ljust(6, "0"))
-            return datetime(
-                int(year), int(month), int(day), int(hour), int(minute), int(second), micro, zone
-            )
-        if date := _DATE.fullmatch(value):
-            year, month, day = map(int, date.groups())
-            return datetime(year, month, day, tzinfo=UTC)
-    except ValueError:
-        return None
-    return None
 
 
 # --- the catalog -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from markproto.protocol import bodies, storefmt, wire
+from markproto.protocol import bodies, storefmt, times, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.protocol.limits import MAX_BODY
 from markproto.protocol.status import Status
@@ -85,7 +85,7 @@ async def test_fetch_document_metadata(content: Content) -> None:
         "title": "A",
         "tags": "x,y",
         "importance": "0.7",
-        "modified": bodies.rfc3339(doc.modified),
+        "modified": times.format_time(doc.modified),
         "etag": doc.etag,
         "version": "1",
         "content-hash": storefmt.content_hash(b"# A\n"),
@@ -126,7 +126,7 @@ async def test_conditional_requests(content: Content) -> None:
     not_modified = wire.Response("not-modified", {}, b"")
     assert await ask(d, "FETCH", "/a.md", {"if-none-match": doc.etag}) == not_modified
     assert await ask(d, "FETCH", "/a.md", {"if-modified-since": later}) == not_modified
-    same = bodies.rfc3339(doc.modified)
+    same = times.format_time(doc.modified)
     assert await ask(d, "FETCH", "/a.md", {"if-modified-since": same}) == not_modified
     assert (await ask(d, "FETCH", "/a.md", {"if-modified-since": earlier})).status == "ok"
     # A stale etag does not decide: the date still may.
