@@ -20,7 +20,7 @@ from itertools import chain, repeat
 from operator import and_, rshift
 
 from markproto.protocol import mdoutline
-from markproto.server.search.catalog import OwnFacts, own_facts
+from markproto.protocol.document import OwnFacts, own_facts
 from markproto.server.search.text import strip_markup, text_tokens, token_set
 
 __all__ = [

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markproto.protocol.document import own_facts
 from markproto.protocol.gotext import trim_space
 from markproto.server.search.catalog import (
     Catalog,
     Clause,
     Entry,
     FilterError,
-    own_facts,
     parse_filter,
 )
 
