@@ -14,6 +14,7 @@ is malformed (the reference would carry the raw bytes into a path that can never
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -42,6 +43,8 @@ _FENCE = b"---\n"
 _CLOSE = b"\n---\n"
 _CLOSE_AT_EOF = b"\n---"
 _EMPTY_BLOCK = b"---\n\n---\n"
+_PLAIN_PATH = re.compile(r"/[ -~]*")
+"""A path of printable ASCII: no control character, and as many bytes as characters."""
 _INVALID_PATH = "invalid request path"
 _PATH_NOT_UTF8 = "request path is not valid UTF-8"
 
@@ -61,15 +64,10 @@ class Request:
     def __post_init__(self) -> None:
         if self.verb not in VERBS:
             raise MalformedRequest(f"unknown verb {self.verb!r}")
-        if not self.path.startswith("/") or has_control(self.path, tab_ok=True):
-            raise MalformedRequest(_INVALID_PATH)
-        try:
-            size = len(self.path.encode())
-        except UnicodeEncodeError:
-            raise MalformedRequest(_PATH_NOT_UTF8) from None
-        if size > MAX_PATH:
-            raise MalformedRequest(_INVALID_PATH)
-        _check_meta(self.meta, MalformedRequest)
+        if _PLAIN_PATH.fullmatch(self.path) is None or len(self.path) > MAX_PATH:
+            _check_path(self.path)
+        if self.meta:
+            _check_meta(self.meta, MalformedRequest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +88,18 @@ class Response:
             self.status.encode()
         except UnicodeEncodeError:
             raise MalformedResponse("the status is not valid UTF-8 text") from None
+
+
+def _check_path(path: str) -> None:
+    """The full path rule, for paths that are not plain printable ASCII."""
+    if not path.startswith("/") or has_control(path, tab_ok=True):
+        raise MalformedRequest(_INVALID_PATH)
+    try:
+        size = len(path.encode())
+    except UnicodeEncodeError:
+        raise MalformedRequest(_PATH_NOT_UTF8) from None
+    if size > MAX_PATH:
+        raise MalformedRequest(_INVALID_PATH)
 
 
 def _check_meta(meta: dict[str, str], error: type[ProtocolError]) -> None:

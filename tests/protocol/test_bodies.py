@@ -212,9 +212,14 @@ def test_render_lookup_body_mode() -> None:
     assert parse_lookup(body) == rows
 
 
+def row_line(row: LookupRow, *, body_mode: bool = True) -> str:
+    """The table line a row renders to."""
+    return render_lookup("q", "/", [row], body_mode=body_mode).decode().split("\n")[-2]
+
+
 def test_lookup_cells_are_escaped_but_the_anchor_is_not() -> None:
     row = LookupRow("/my_docs/a#1.md", "sec_1", 0.125, "T\r\nx|y", ("a_b", "c"), "s\nnip|pet")
-    line = bodies._row_line(row, True)
+    line = row_line(row)
     assert line == "| /my\\_docs/a\\#1.md#sec_1 | 0.12 | T x\\|y | a\\_b, c | s nip\\|pet |"
     parsed = parse_lookup(render_lookup("q", "/", [row], body_mode=True))
     assert parsed == [
@@ -237,13 +242,17 @@ def test_a_query_with_a_line_break_still_parses() -> None:
     ("value", "text"), [(0.7, "0.70"), (1.0, "1.00"), (0.005, "0.01"), (-0.0, "-0.00")]
 )
 def test_importance_has_two_decimals(value: float, text: str) -> None:
-    assert bodies._format_importance(value) == text
+    assert importance_cell(value) == text
+
+
+def importance_cell(value: float) -> str:
+    return row_line(LookupRow("/a", "", value, "t", (), None), body_mode=False).split(" | ")[1]
 
 
 def test_importance_special_values_are_written_as_go_does() -> None:
-    assert bodies._format_importance(math.nan) == "NaN"
-    assert bodies._format_importance(math.inf) == "+Inf"
-    assert bodies._format_importance(-math.inf) == "-Inf"
+    assert importance_cell(math.nan) == "NaN"
+    assert importance_cell(math.inf) == "+Inf"
+    assert importance_cell(-math.inf) == "-Inf"
     row = LookupRow("/a", "", math.inf, "t", (), None)
     assert parse_lookup(render_lookup("q", "/", [row], body_mode=False)) == [row]
 
