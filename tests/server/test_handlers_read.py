@@ -7,12 +7,13 @@ import base64
 import hashlib
 import inspect
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.exchange import PEER, ask, error
 
 from markproto.protocol import bodies, storefmt, times, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
@@ -23,9 +24,7 @@ from markproto.server.handlers import Context
 from markproto.server.storage.content import Content
 from markproto.server.storage.snapshot import CurrentVersion
 from markproto.server.storage.store import Written
-from markproto.server.transport import Peer
 
-PEER = Peer("192.0.2.7", 50000)
 READER = "reader-token"
 PUBLISHER = "publisher-token"
 
@@ -50,20 +49,6 @@ def grants(*extra: Grant) -> Grants:
 
 def dispatcher(content: Content, auth: Grants | None = None) -> Dispatcher:
     return Dispatcher(Context(content, grants=auth))
-
-
-async def ask(
-    d: Dispatcher, verb: str, path: str, meta: Mapping[str, str] | None = None
-) -> wire.Response:
-    out = d.handle(wire.emit_request(wire.Request(verb, path, dict(meta or {}), b"")), PEER)
-    if not isinstance(out, bytes):
-        assert verb == "VERSIONS", "reads answer synchronously, but for verifying a chain"
-        out = await out
-    return wire.parse_response(out)
-
-
-def error(status: str, message: str) -> wire.Response:
-    return wire.parse_response(wire.emit_response(wire.error_response(status, message)))
 
 
 async def put(content: Content, path: str, body: bytes, **meta: str) -> CurrentVersion:
