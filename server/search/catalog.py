@@ -49,7 +49,7 @@ class Entry:
     meta: dict[str, str]
     """Persisted publisher metadata plus the frontmatter fallbacks; filters compare against it."""
     terms: frozenset[str]
-    """Body-match tokens of the tags and the title (§10.1)."""
+    """Body-match tokens of the tags and the title (SPEC §5.7)."""
     demote: float
     """0.5 under a ``journal`` path segment, else 1."""
     title_key: str
@@ -114,7 +114,7 @@ class Clause:
 
 
 def parse_filter(text: str) -> tuple[Clause, ...]:
-    """Parse a ``filter`` value (§10.5), raising ``FilterError`` with the reference's message."""
+    """Parse a ``filter`` value (SPEC §5.7), raising ``FilterError`` with the wire message."""
     clauses = []
     for raw in trim_space(text).split(","):
         clause = trim_space(raw)
@@ -161,7 +161,7 @@ class Catalog:
         return self._entries.values()
 
     def search(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
-        """Catalog mode (§10.2): up to ``LOOKUP_MAX`` entries in scope passing every clause,
+        """Catalog mode (SPEC §5.7): up to ``LOOKUP_MAX`` entries in scope passing every clause,
         by score, importance, newest, path. ``*`` matches all with score 0."""
         match_all = trim_space(query) == "*"
         terms = catalog_terms(query)

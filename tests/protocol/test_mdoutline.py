@@ -1,4 +1,4 @@
-"""mdoutline: the reference's examples (protocol.md §9, §10.4), CommonMark edge cases, our own
+"""mdoutline: the reference's examples (SPEC §9), CommonMark edge cases, our own
 decisions (frontmatter, BOM, CRLF, entities and escapes), and the FastAPI corpus."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The body index (protocol.md §10.3-10.4): sections, the recall rule (fixed by the spec and
+"""The body index (SPEC §5.7, body mode): sections, the recall rule (fixed by the spec and
 checked against a brute-force oracle), the order rules the spec fixes (ties, importance as a
 prior only), our ranking where it departs from the reference, snippets, and removal."""
 
