@@ -28,6 +28,12 @@ _TIME = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{1,2}):([0-9]{2}):([0-9]{2})"
     r"(?:[.,]([0-9]+))?(?:(Z)|([+-])([0-9]{2}):([0-9]{2}))"
 )
+_PLAIN_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
+"""Where Go and ``datetime.fromisoformat`` read the same: two-digit fields, a short fraction
+after a period, an offset under 24 hours."""
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 _LATEST = datetime.max.replace(tzinfo=UTC)
@@ -41,25 +47,39 @@ def parse_time(text: str) -> datetime | None:
     None rather than an exception: every caller words its own refusal (a filter's message, a
     tokens file's line), and ``if-modified-since`` ignores a bad value altogether.
     """
+    if _PLAIN_TIME.fullmatch(text):  # the common form: datetime's own parser, in C
+        try:
+            moment = datetime.fromisoformat(text)
+            return moment if moment.tzinfo is UTC else moment.astimezone(UTC)
+        except (ValueError, OverflowError):
+            pass  # a day the month lacks, an hour past 23, year 0, an instant before year 1
     match = _TIME.fullmatch(text)
     if match is None:
         return None
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
-    if int(hour) > 23 or int(minute) > 59 or int(second) > 59:
+    clock = int(hour), int(minute), int(second)
+    if clock[0] > 23 or clock[1] > 59 or clock[2] > 59:
         return None
     offset = 0
     if not zulu:
         if int(off_h) > 24 or int(off_m) > 60:
             return None
         offset = (int(off_h) * 60 + int(off_m)) * (-1 if sign == "-" else 1)
-    days = _day_number(int(year), int(month), int(day))
-    if days is None:
-        return None
-    micro = int((fraction or "")[:6].ljust(6, "0"))
-    since = timedelta(
-        days=days, hours=int(hour), minutes=int(minute) - offset, seconds=int(second)
-    ) + timedelta(microseconds=micro)
-    return _instant(since)
+    micro = int(fraction[:6].ljust(6, "0")) if fraction else 0
+    try:
+        moment = datetime(int(year), int(month), int(day), *clock, micro, tzinfo=UTC)
+    except ValueError:  # a day the month lacks, or year 0 (which Go has)
+        days = _day_number(int(year), int(month), int(day))
+        if days is None:
+            return None
+        h, m, s = clock
+        return _instant(timedelta(days=days, hours=h, minutes=m - offset, seconds=s))
+    if not offset:
+        return moment
+    try:
+        return moment - timedelta(minutes=offset)
+    except OverflowError:
+        return _LATEST if offset < 0 else _EARLIEST
 
 
 def parse_date(text: str) -> datetime | None:
