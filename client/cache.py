@@ -103,7 +103,7 @@ class Cache:
         file = self._file(verb, authority, path)
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            durable.replace(str(file), data)
+            durable.replace(str(file), data, sync=False)  # a lost entry is only a miss
             self._trim()
         except OSError as exc:
             self._warn(f"cache: cannot write {file}: {exc.strerror or exc}")

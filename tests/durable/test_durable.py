@@ -73,6 +73,16 @@ def test_replace_fsyncs_the_file_before_the_rename_and_the_folder_after(
     assert names(tmp_path) == ["f"]
 
 
+def test_an_unsynced_replace_is_whole_and_atomic_without_fsyncs(
+    tmp_path: Path, synced: list[str], short_writes: list[int]
+) -> None:
+    """``sync=False`` (a cache entry): no fsync at all, the bytes still whole under the name."""
+    durable.replace(str(tmp_path / "f"), DATA, sync=False)
+    assert synced == []
+    assert (tmp_path / "f").read_bytes() == DATA
+    assert names(tmp_path) == ["f"]
+
+
 def test_replace_is_a_new_file_under_the_old_name(tmp_path: Path) -> None:
     target = tmp_path / "f"
     durable.replace(str(target), b"one")
