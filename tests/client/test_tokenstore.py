@@ -144,7 +144,7 @@ def test_unreadable_or_unwritable_files_are_store_errors(
     with pytest.raises(TokenStoreError, match="Not a directory"):
         TokenStore(blocker / "tokens.toml").add("a:1", "t")
 
-    def disk_full(*args: object) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(durable, "create", disk_full)
