@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from markproto import durable
 from markproto.client.environment import home
 from markproto.protocol.errors import ProtocolError
 from markproto.protocol.status import Status
@@ -100,16 +101,12 @@ class Cache:
         if len(data) > self.max_bytes // 8:
             return
         file = self._file(verb, authority, path)
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp.write_bytes(data)
-            os.replace(tmp, file)
+            durable.replace(str(file), data, sync=False)  # a lost entry is only a miss
             self._trim()
         except OSError as exc:
             self._warn(f"cache: cannot write {file}: {exc.strerror or exc}")
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
 
     def _trim(self) -> None:
         """Drop the least recently used entries until the total fits ``max_bytes``."""

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from markproto.client import AnchorNotFound, Client, LookupResult, MarkError, Result
 from markproto.client.results import CATALOG_FALLBACK_NOTE
-from markproto.protocol import bodies, mdoutline, paths
+from markproto.protocol import bodies, document, mdoutline, paths
 from markproto.protocol.errors import InvalidURL
 from markproto.protocol.limits import MANIFEST_PATH, OUTLINE_THRESHOLD
 from markproto.protocol.status import Status
@@ -371,7 +371,7 @@ def _document(
     if result.status != Status.OK:
         return _envelope(result, (), verbose, _error_body(result))
     text = result.body.decode("utf-8", "replace")
-    extra = {"title": _title(result.meta, text, url.path)}
+    extra = {"title": document.title(url.path, result.meta, document.own_facts(text))}
     lean = ("version", "title")
     if url.anchor:
         part = mdoutline.section(text, url.anchor)
@@ -402,20 +402,6 @@ def _document(
 
 def _fetch_resume(via: str) -> Callable[[int], str]:
     return lambda end: f"call {via} with force=true, offset={end} to continue"
-
-
-def _title(meta: dict[str, str], text: str, path: str) -> str:
-    """The catalog's title rule: the declared title, else the first ``# `` line, else the
-    file name."""
-    declared = meta.get("title", "").strip()
-    if declared:
-        return declared
-    _, start = mdoutline.split_frontmatter(text)
-    for line in text[start:].splitlines():
-        line = line.lstrip()
-        if line.startswith("# "):
-            return line[2:].strip()
-    return paths.base(path)
 
 
 def _error_body(result: Result) -> str:

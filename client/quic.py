@@ -40,7 +40,8 @@ from markproto.client.errors import (
     TransportError,
     Unreachable,
 )
-from markproto.client.trust import Plan, Verification, fingerprint
+from markproto.client.trust import Plan, Verification
+from markproto.protocol.digests import fingerprint
 from markproto.protocol.limits import ALPN
 
 _GIVE_UP = 0

@@ -23,8 +23,10 @@ from pathlib import Path
 from markproto.client.environment import home
 from markproto.client.errors import TokenStoreError
 from markproto.client.trust import write_private
+from markproto.protocol.chars import CONTROL_CLASS
+from markproto.protocol.escape import toml_string
 
-_TOKEN = re.compile(r"[^\s\x00-\x1f\x7f]+")
+_TOKEN = re.compile(rf"[^\s{CONTROL_CLASS}]+")
 
 log = logging.getLogger(__name__)
 
@@ -53,20 +55,7 @@ def parse_tokens(text: str, source: str = "tokens.toml") -> dict[str, str]:
 
 def format_tokens(tokens: Mapping[str, str]) -> str:
     """The whole file, one table per authority in the given order."""
-    return "\n".join(f"[{_toml_string(a)}]\ntoken = {_toml_string(t)}\n" for a, t in tokens.items())
-
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string: quote, backslash and control characters escaped."""
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return "\n".join(f"[{toml_string(a)}]\ntoken = {toml_string(t)}\n" for a, t in tokens.items())
 
 
 class TokenStore:

@@ -16,6 +16,7 @@ from typing import TextIO
 
 from markproto.protocol import status, wire
 from markproto.protocol.grants import Grants
+from markproto.protocol.url import format_authority
 from markproto.server import devcert, seed, tokens, transport
 from markproto.server.config import ServerConfig, is_default_root, tokens_explicit
 from markproto.server.dispatch import Dispatcher
@@ -125,12 +126,8 @@ class App:
         )
         if config.scan_interval > 0:
             self._tasks.append(asyncio.create_task(self._every(config.scan_interval, self.rescan)))
-        host, port = self.server.addresses[0][:2]
-        shown = f"[{host}]" if ":" in host else host
-        log.info(
-            "server started",
-            extra={"addr": f"udp {shown}:{port}", "root": str(config.root)},
-        )
+        address = format_authority(*self.server.addresses[0][:2])
+        log.info("server started", extra={"addr": f"udp {address}", "root": str(config.root)})
         if self.fingerprint:
             print(
                 f"TLS certificate (self-signed) fingerprint {self.fingerprint}; clients pin it"
@@ -138,7 +135,7 @@ class App:
                 file=sys.stderr,
             )
         # Last: tools wait for this line to know the server is ready.
-        print(f"markproto serving {config.root} on udp {shown}:{port}", file=sys.stderr, flush=True)
+        print(f"markproto serving {config.root} on udp {address}", file=sys.stderr, flush=True)
 
     def _load_tokens(self, first_run: bool) -> None:
         path = self.config.tokens

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from markproto.protocol import times
 from markproto.server import logsetup
 from markproto.server import tokens as tokenfile
 from markproto.server.config import (
@@ -79,13 +80,17 @@ def _split(text: str) -> list[str]:
 
 
 def _expiry(text: str | None) -> datetime | None:
-    """An RFC 3339 time, or a duration from now such as ``90d``, ``12h`` or ``2w``."""
+    """An RFC 3339 time (read as the tokens file will be), or a duration from now such as
+    ``90d``, ``12h`` or ``2w``."""
     if text is None:
         return None
     now = datetime.now(UTC)
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+    moment = times.parse_time(text.strip())
+    if moment is None:
+        if times.parse_time(text.strip() + "Z") is not None:
+            raise click.BadParameter(
+                f"{text!r}: add a time zone (such as Z)", param_hint="--expires"
+            )
         try:
             moment = now + timedelta(seconds=parse_duration(text))
         except ValueError:
@@ -93,8 +98,6 @@ def _expiry(text: str | None) -> datetime | None:
                 f"{text!r}: give an RFC 3339 time (2026-12-31T23:59:59Z) or a duration (90d, 12h)",
                 param_hint="--expires",
             ) from None
-    if moment.utcoffset() is None:
-        raise click.BadParameter(f"{text!r}: add a time zone (such as Z)", param_hint="--expires")
     if moment <= now:
         raise click.BadParameter(f"{text!r} is in the past", param_hint="--expires")
     return moment
@@ -139,7 +142,7 @@ def list_tokens(tokens: Path | None) -> None:
         label, paths = sanitize(grant.label), sanitize(",".join(grant.paths))
         line = f"{label:<20}  paths: {paths:<20}  ops: {','.join(sorted(grant.operations))}"
         if grant.expires is not None:
-            stamp = grant.expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = times.format_time(grant.expires)
             line += f"  expires: {stamp}" + (" (expired)" if now > grant.expires else "")
         click.echo(line)
 

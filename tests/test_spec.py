@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, shared_path
+from support.exchange import request, send
 
 from markproto.protocol import bodies, cursor, limits, metadata, status, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
@@ -27,10 +28,8 @@ from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.transport import Peer
 
 SPEC = REPO / "docs" / "SPEC.md"
-PEER = Peer("192.0.2.1", 4433)
 WRITER, READER = "writer-token", "reader-token"
 HASH = "sha256-" + "0" * 64
 _BLOCK = re.compile(r"<!-- (golden|request|stored): ([^>]+?) -->\n```\n(.*?)```\n", re.DOTALL)
@@ -217,12 +216,6 @@ def test_quoted_version_file_is_what_the_store_writes(spec: str) -> None:
 # --- the messages a running server sends ------------------------------------------------------
 
 
-def request(
-    verb: str, path: str, keys: Mapping[str, str] | None = None, body: bytes = b""
-) -> bytes:
-    return wire.emit_request(wire.Request(verb, path, dict(keys or {}), body))
-
-
 def write(verb: str, path: str, keys: Mapping[str, str] | None = None, body: bytes = b"x") -> bytes:
     return request(verb, path, {"auth": WRITER, **(keys or {})}, body)
 
@@ -288,11 +281,6 @@ def grants() -> Grants:
             Grant("reader", hash_token(READER), ("/secret/**",), frozenset({"read"})),
         ]
     )
-
-
-async def send(dispatcher: Dispatcher, data: bytes) -> wire.Response:
-    out = dispatcher.handle(data, PEER)
-    return wire.parse_response(out if isinstance(out, bytes) else await out)
 
 
 def message(response: wire.Response, substitutions: Mapping[str, str]) -> str:

@@ -1,4 +1,4 @@
-"""LOOKUP (protocol.md §5.7): validate, rank, filter by read auth, render the table.
+"""LOOKUP (docs/SPEC.md §5.7): validate, rank, filter by read auth, render the table.
 
 Validation runs in the reference's order with its messages; there is no read-auth check on the
 scope itself, only on each row, and a row the reader may not read is dropped without a trace

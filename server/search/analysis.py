@@ -1,6 +1,6 @@
-"""One body cut into the shared mdoutline sections and tokenized (protocol.md §10.3-10.4), as the
-compact, picklable record the body index is built from: the per-document half of indexing, the
-part a bulk build runs in worker processes.
+"""One body cut into the shared mdoutline sections and tokenized (docs/SPEC.md §5.7, body mode),
+as the compact, picklable record the body index is built from: the per-document half of
+indexing, the part a bulk build runs in worker processes.
 
 Nothing per posting is a Python object: a section is a key ``document << DOC_SHIFT | section``,
 and a term's postings are such keys in an ``array('Q')`` beside a byte of flags each (term
@@ -20,7 +20,7 @@ from itertools import chain, repeat
 from operator import and_, rshift
 
 from markproto.protocol import mdoutline
-from markproto.server.search.catalog import OwnFacts, own_facts
+from markproto.protocol.document import OwnFacts, own_facts
 from markproto.server.search.text import strip_markup, text_tokens, token_set
 
 __all__ = [
@@ -92,7 +92,7 @@ class Analysis:
 
 
 def analyze(body: bytes, doc_id: int) -> Analysis:
-    """Cut a body into the shared mdoutline sections and tokenize each (§10.4)."""
+    """Cut a body into the shared mdoutline sections and tokenize each (SPEC §5.7)."""
     return _analyze(body, doc_id, Postings.pack)[0]
 
 

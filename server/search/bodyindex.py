@@ -1,5 +1,5 @@
-"""The body index behind ``match: body`` (protocol.md §10.3-10.4): postings, ranking, snippets,
-built from the per-document records of ``analysis``.
+"""The body index behind ``match: body`` (docs/SPEC.md §5.7, body mode): postings, ranking,
+snippets, built from the per-document records of ``analysis``.
 
 Recall is the spec's: a section is a row when every query term is a token of its text, of its
 heading trail, or of the document's tags and title, and at least one is in text or trail; a
@@ -63,12 +63,13 @@ class Weights:
 
     @classmethod
     def reference(cls) -> Weights:
-        """protocol.md §10.4: every trail term alike (1.5), no heading length normalization."""
+        """The reference's weights (SPEC §13.8): every trail term alike (1.5), no heading length
+        normalization."""
         return cls(heading=1.5, heading_b=0.0)
 
 
 def snippet(raw: str, terms: Sequence[str]) -> str:
-    """The snippet of a section's raw own text (§10.4): the first line of its stripped text
+    """The snippet of a section's raw own text (SPEC §5.7): the first line of its stripped text
     holding the most query terms (as substrings of the lower-cased line; the first line when
     none does), cut to 240 bytes on a rune boundary. Terms never hold whitespace.
 

@@ -1,5 +1,5 @@
 """The LOOKUP service: the catalog and the body index kept current as one ``Index``, and the
-query execution of protocol.md §5.7 (rank up to 1000 rows, drop what the reader may not read,
+query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the reader may not read,
 then cut to ``limit``).
 
 ``put`` does all of a document's work inline (a 10 KB body re-indexes in a few milliseconds).

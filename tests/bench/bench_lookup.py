@@ -33,9 +33,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import perfkit
 from bench_retrieval import QUESTIONS, Fts5, corpus, loaded
+from support.exchange import seed
 
 from markproto.protocol import mdoutline
 from markproto.protocol.metadata import with_type_default
@@ -44,15 +46,9 @@ from markproto.server.search.bodyindex import BodyIndex
 from markproto.server.search.catalog import Entry
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.storage.store import Store, Version
+from markproto.server.storage.store import Version
 
 REPEATS = 7
-
-
-def publish(root: Path, docs: Sequence[tuple[str, bytes]]) -> None:
-    store = Store(root)
-    for path, body in docs:
-        store.publish(path, body, with_type_default(path, {}), None)
 
 
 def cpu_seconds() -> float:
@@ -248,7 +244,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.root or Path(tmp)
         if not any(root.iterdir()):
-            publish(root, docs)
+            seed(root, [(path, body, {}) for path, body in docs])
         lookup, content = startup(say, root, mb)
         try:
             latency(say, lookup, content, docs)

@@ -222,17 +222,23 @@ async def test_fetch_anchor_returns_one_section_and_an_unknown_anchor_lists_them
         )
 
 
-async def test_fetch_title_follows_the_catalog_rule(connect: Connect) -> None:
+async def test_fetch_title_is_the_lookup_title(connect: Connect) -> None:
+    """One title rule (protocol.document) names a document in a fetch and in a lookup row."""
     cases = [
         ("/t/declared.md", "# Heading\n\ntext\n", {"title": "  Declared  "}, "Declared"),
         ("/t/h1.md", "---\nx: 1\n---\nintro\n  # First h1  \n# Second\n", {}, "First h1"),
+        ("/t/own.md", "---\ntitle: Own title\n---\n# Heading\n", {}, "Own title"),
+        ("/t/bare.md", "#\n# \t\n# Real\n", {}, "Real"),
         ("/t/plain.md", "no heading at all\n", {}, "plain.md"),
     ]
     async with connect() as agent:
         for path, body, meta, title in cases:
             await agent.call("mark_publish", url=path, body=body, expected_version=0, metadata=meta)
             fields, _ = split(await agent.call("mark_fetch", url=path))
-            assert fields["title"] == title
+            assert fields["title"] == title, path
+        rows = await agent.call("mark_lookup", url="/t/", query="*", verbose=True)
+        for path, _, _, title in cases:
+            assert f"| {title} |" in rows, path
 
 
 def big_document() -> str:

@@ -23,7 +23,6 @@ from markproto.client.trust import (
     FirstContact,
     Trust,
     Verification,
-    fingerprint,
     first_contact_action,
     format_known_hosts,
     is_loopback,
@@ -31,6 +30,7 @@ from markproto.client.trust import (
     system_ca,
     write_private,
 )
+from markproto.protocol.digests import fingerprint
 from markproto.server import devcert
 
 FP_A = "sha256:" + "a" * 64

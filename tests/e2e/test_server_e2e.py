@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from pathlib import Path
 
 import pytest
+from support import exchange
+from support.exchange import Remote
 from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server, write_tokens
 
 from markproto.client.connection import Pool
@@ -114,11 +117,7 @@ async def test_a_hand_made_reference_root_is_served(tmp_path: Path) -> None:
         running_server(root) as server,
         Pool(Trust(cafile=str(server.cert))) as pool,
     ):
-
-        async def ask(verb: str, path: str, meta: dict[str, str] | None = None) -> wire.Response:
-            data = wire.emit_request(wire.Request(verb, path, meta or {}, b""))
-            return wire.parse_response(await pool.request(f"localhost:{server.port}", data))
-
+        ask = functools.partial(exchange.ask, Remote(pool, f"localhost:{server.port}"))
         guide = await ask("FETCH", "/docs/guide.md")
         assert guide.status == "ok"
         assert guide.body == b"# Guide\n\nTwo.\n"
@@ -134,10 +133,7 @@ async def test_a_hand_made_reference_root_is_served(tmp_path: Path) -> None:
         assert listing.body.endswith(b"- [guide.md](guide.md)\n- [old.md](old.md)\n")
         # The next write migrates the legacy history into the per-document layout.
         meta = {**AUTH, "expected-version": "1"}
-        req = wire.Request("PUBLISH", "/docs/old.md", meta, b"# Old\n\nNew.\n")
-        written = wire.parse_response(
-            await pool.request(f"localhost:{server.port}", wire.emit_request(req))
-        )
+        written = await ask("PUBLISH", "/docs/old.md", meta, b"# Old\n\nNew.\n")
         assert written.status == "created"
         assert os.readlink(root / "docs/old.md") == "versions/old.md/v2"
         assert (await ask("VERSIONS", "/docs/old.md")).meta["chain-valid"] == "true"
@@ -153,14 +149,9 @@ async def test_read_tokens_protect_every_read_verb(tmp_path: Path) -> None:
         running_server(tmp_path / "root", tokens=tokens) as server,
         Pool(Trust(cafile=str(server.cert))) as pool,
     ):
-
-        async def ask(verb: str, path: str, meta: dict[str, str] | None = None) -> wire.Response:
-            body = path.encode() if verb == "PUBLISH" else b""
-            data = wire.emit_request(wire.Request(verb, path, meta or {}, body))
-            return wire.parse_response(await pool.request(f"localhost:{server.port}", data))
-
-        assert (await ask("PUBLISH", "/private/a.md", AUTH)).status == "created"
-        assert (await ask("PUBLISH", "/public.md", AUTH)).status == "created"
+        ask = functools.partial(exchange.ask, Remote(pool, f"localhost:{server.port}"))
+        assert (await ask("PUBLISH", "/private/a.md", AUTH, b"a")).status == "created"
+        assert (await ask("PUBLISH", "/public.md", AUTH, b"p")).status == "created"
         digest = (await ask("FETCH", "/private/a.md", {"auth": "reader-token"})).meta[
             "content-hash"
         ]

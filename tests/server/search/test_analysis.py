@@ -1,4 +1,4 @@
-"""Per-document analysis (protocol.md §10.4): the sections kept, their names, lengths and spans,
+"""Per-document analysis (SPEC §5.7): the sections kept, their names, lengths and spans,
 the posting flags, and a batch's one block of postings."""
 
 from __future__ import annotations
