@@ -15,11 +15,12 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from markproto.server.storage import recovery
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
@@ -95,6 +96,8 @@ class Content:
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
+        self._queue: list[_Job[Any]] = []
+        self._queue_lock = threading.Lock()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-reader")
 
     @classmethod
@@ -103,7 +106,8 @@ class Content:
     ) -> Content:
         """Recover from interrupted writes, then build the snapshot and indexes in one walk."""
         content = cls(Store(root), indexes, cache_bytes)
-        recovery.recover(content._store.layout)
+        with content._store.exclusive():
+            recovery.recover(content._store.layout)
         for kind, path in content._store.layout.walk():
             if kind == "dir":
                 content._snapshot.add_dir(path)
@@ -116,6 +120,7 @@ class Content:
     def close(self) -> None:
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
+        self._store.close()
 
     # -- reads (event loop) -----------------------------------------------------------------------
 
@@ -143,7 +148,7 @@ class Content:
         if version is None:
             # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
             # this server serves, consistently across verbs.
-            version = self._store.load_file(current.path, current.file)
+            version = self._store.load_file(current.path, current.number, current.file)
             if version is None:
                 return None
             self._cache.put(version)
@@ -185,7 +190,7 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.publish, path, body, meta, expected)
+        outcome = await self._write(self._store.publish, path, body, meta, expected)
         if isinstance(outcome, Written):
             self._apply(outcome.version)
         return outcome
@@ -193,19 +198,50 @@ class Content:
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.append, path, text, overlay, expected)
+        outcome = await self._write(self._store.append, path, text, overlay, expected)
         if isinstance(outcome, Written):
             self._apply(outcome.version)
         return outcome
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        outcome = await self._run(self._store.set_archived, path, archived)
+        outcome = await self._write(self._store.set_archived, path, archived)
         if isinstance(outcome, Version):
             self._apply(outcome)
         return outcome
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
+
+    async def _write(self, fn: Callable[..., T], *args: object) -> T:
+        """Queue a write for the writer thread, which commits all writes queued meanwhile as
+        one group (`Store.batch`): many clients' writes share one filesystem sync."""
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._queue_lock:
+            self._queue.append(_Job(fn, args, done))
+        self._writer.submit(self._drain)
+        return await asyncio.wrap_future(done)
+
+    def _drain(self) -> None:
+        """Run the queued writes (writer thread): one alone as it is, several in one batch. A
+        write's result is handed back only after the commit that makes it durable."""
+        with self._queue_lock:
+            jobs, self._queue = self._queue, []
+        if not jobs:
+            return
+        if len(jobs) == 1:
+            jobs[0].run()
+            jobs[0].finish()
+            return
+        try:
+            with self._store.batch():
+                for job in jobs:
+                    job.run()
+        except BaseException as exc:
+            for job in jobs:
+                job.fail(exc)
+            raise
+        for job in jobs:
+            job.finish()
 
     def _apply(self, version: Version) -> None:
         self._snapshot.put(CurrentVersion.of(version))
@@ -281,6 +317,35 @@ class Content:
                 self._apply(version)
                 updated.append(path)
         return Changes(tuple(updated), tuple(removed))
+
+
+@dataclass(slots=True)
+class _Job(Generic[T]):
+    """One queued write: run on the writer thread, its future settled after the commit."""
+
+    fn: Callable[..., T]
+    args: tuple[Any, ...]
+    done: concurrent.futures.Future[T]
+    outcome: tuple[T] | None = None
+    error: BaseException | None = field(default=None)
+
+    def run(self) -> None:
+        try:
+            self.outcome = (self.fn(*self.args),)
+        except Exception as exc:  # a fault of this write only; the others still commit
+            self.error = exc
+
+    def fail(self, exc: BaseException) -> None:
+        self.outcome, self.error = None, self.error or exc
+        self.finish()
+
+    def finish(self) -> None:
+        if self.done.done():
+            return
+        if self.outcome is not None:
+            self.done.set_result(self.outcome[0])
+        else:
+            self.done.set_exception(self.error or RuntimeError("write not run"))
 
 
 def _history_key(history: History) -> bytes:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
+import logging
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -41,9 +43,11 @@ from markproto.server.storage.layout import (
     split_doc_path,
 )
 
+log = logging.getLogger("markproto.server.storage.store")
+
 
 class Corrupt(Exception):
-    """A version file on disk breaks the strict grammar; it is never served or built upon."""
+    """A version file on disk cannot be served (it is over the size limit); never built upon."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +128,60 @@ class Store:
 
     def __init__(self, root: Path) -> None:
         self.layout = Layout(root)
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._root_fd = os.open(self.layout.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._locked = 0
+        self._pending: dict[str, _Pending] | None = None
+        """Pointer swaps a batch holds back until its commit (None outside a batch)."""
+        self._noted: set[str] = set()
+        """Version files whose unread lines were logged: each is reported once."""
+
+    def close(self) -> None:
+        os.close(self._root_fd)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the content root's write lock: this thread's lock and, for other processes on
+        the same root (``mark-server import`` beside a running server), ``flock`` on the root
+        folder. Every write takes it; so does startup recovery, which must not take another
+        process's half-finished write for debris."""
+        with self._write_lock:
+            if not self._locked:
+                fcntl.flock(self._root_fd, fcntl.LOCK_EX)
+            self._locked += 1
+            try:
+                yield
+            finally:
+                self._locked -= 1
+                if not self._locked:
+                    fcntl.flock(self._root_fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: the writes inside create their version files without fsync and hold
+        back their pointer swaps; the exit makes all of them durable with one filesystem sync,
+        then swaps the pointers, then syncs again. A crash before the swaps leaves files no
+        pointer names (recovery removes them), so a write is still current only once durable.
+        A second write to a path the batch holds commits what came before it first."""
+        with self.exclusive():
+            if self._pending is not None:
+                yield
+                return
+            self._pending = {}
+            try:
+                yield
+            finally:
+                try:
+                    self._commit()
+                finally:
+                    self._pending = None
 
     # -- reading ----------------------------------------------------------------------------------
 
     def load(self, path: str, number: int | None = None) -> Version | None:
         """The current version (or version ``number``); None if there is no such version.
 
-        Raises Corrupt when the file exists but breaks the version-file grammar.
+        Raises Corrupt when the file exists but cannot be served (it is over the size limit).
         """
         pointer = self.layout.pointer(path)
         if pointer is None:
@@ -146,30 +196,33 @@ class Store:
             data, st = read_file(file)
         except OSError:
             return None
-        return self._version(path, file, data, st, current=number is None)
+        return self._version(path, number or pointer.number, file, data, st, current=number is None)
 
-    def load_file(self, path: str, file: str) -> Version | None:
+    def load_file(self, path: str, number: int, file: str) -> Version | None:
         """One known version file of ``path`` (its in-file archived line, no flag lookup)."""
         try:
             data, st = read_file(file)
         except OSError:
             return None
-        return self._version(path, file, data, st, current=False)
+        return self._version(path, number, file, data, st, current=False)
 
     def _version(
-        self, path: str, file: str, data: bytes, st: os.stat_result, *, current: bool
+        self, path: str, number: int, file: str, data: bytes, st: os.stat_result, *, current: bool
     ) -> Version:
         try:
-            parsed = storefmt.parse_version(data)
+            parsed, notes = storefmt.read_version(data, number)
         except StoreFormatError as exc:
             raise Corrupt(f"{path}: {file}: {exc}") from exc
+        if notes and file not in self._noted:
+            self._noted.add(file)
+            log.warning("%s v%d (%s): %s", path, number, file, "; ".join(notes))
         archived = parsed.archived
         if current:
             flag = self.layout.archive_flag(path)
             archived = parsed.archived if flag is None else flag
         return Version(
             path=path,
-            number=parsed.version,
+            number=number,
             file=file,
             modified=modified_of(st),
             archived=archived,
@@ -202,7 +255,8 @@ class Store:
 
     def chain_valid(self, history: History) -> bool:
         """Verify the hash chain over a history's (ascending, surviving) version files."""
-        return storefmt.chain_valid([read_file(file)[0] for file in history.files])
+        numbers = [entry.version for entry in history.entries]
+        return storefmt.chain_valid([read_file(file)[0] for file in history.files], numbers)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -242,15 +296,24 @@ class Store:
         return None
 
     def publish(
-        self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
+        self,
+        path: str,
+        body: bytes,
+        meta: Mapping[str, str],
+        expected: int | None,
+        *,
+        adopt: bool = False,
     ) -> Written | Refusal:
         """Write a new version of ``path`` (SPEC PUBLISH, store checks in the reference's order:
-        conflict, archived, no-op, write)."""
+        conflict, archived, no-op, write). With ``adopt``, a plain file at ``path`` holding
+        exactly ``body`` becomes version 1 of a document in place (an import of a root into
+        itself) instead of being refused."""
         if len(body) > MAX_BODY:
             return TooLarge()
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self.collision(path)
-            if refused is not None:
+            if refused is not None and not (adopt and self._adoptable(path, body, refused)):
                 return refused
             current = self.load(path)
             number = current.number if current else 0
@@ -268,7 +331,8 @@ class Store:
     ) -> Written | Refusal:
         """Append ``text`` to the current body (SPEC APPEND): a newline is added only when the
         current body lacks one; metadata is the base version's, overlaid, without retention."""
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self.collision(path)
             if refused is not None:
                 return refused
@@ -295,7 +359,8 @@ class Store:
 
     def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         """Archive or unarchive the current version without touching any version file."""
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self._foreign(path)
             if refused is not None:
                 return refused
@@ -324,14 +389,19 @@ class Store:
             previous = digests.hash_ref_of_hex(current.etag)
         number = current.number + 1 if current else 1
         data = storefmt.emit_version(number, previous, meta, body)
-        self._make_dirs(path)
+        sync = self._pending is None
+        self._make_dirs(path, sync=sync)
         final = self.layout.version_file(path, number)
         try:
-            durable.link_new(final, data)
+            durable.link_new(final, data, sync=sync)
         except FileExistsError:
             return Conflict(current.number if current else 0)
-        self._swap_pointer(path, number)
-        pruned = self._prune(path, number, metadata.retention(meta))
+        doomed = self._doomed(path, number, metadata.retention(meta))
+        if self._pending is None:
+            self._swap_pointer(path, number)
+            self._prune(path, doomed)
+        else:
+            self._pending[path] = _Pending(number, doomed)
         version = Version(
             path=path,
             number=number,
@@ -343,16 +413,44 @@ class Store:
             etag=storefmt.etag(data),
             content_hash=storefmt.content_hash(body),
         )
-        return Written(version, created=True, pruned=pruned)
+        return Written(version, created=True, pruned=doomed)
 
-    def _make_dirs(self, path: str) -> None:
+    def _settle(self, path: str) -> None:
+        """Commit the batch first if it holds a write of ``path``: what follows reads it."""
+        if self._pending and path in self._pending:
+            self._commit()
+
+    def _commit(self) -> None:
+        """Make the batch's writes durable, then current (see `batch`)."""
+        if not self._pending:
+            return
+        root = str(self.layout.root)
+        durable.sync_filesystem(root)
+        for path, pending in self._pending.items():
+            self._swap_pointer(path, pending.number, sync=False)
+            self._prune(path, pending.doomed, sync=False)
+        self._pending.clear()
+        durable.sync_filesystem(root)
+
+    def _adoptable(self, path: str, body: bytes, refused: Collision) -> bool:
+        """Whether the refusal is only a plain regular file at ``path`` that holds ``body``."""
+        if refused.reason != status.not_versioned(path):
+            return False
+        try:
+            data, _ = read_file(self.layout.fs_path(path))
+        except OSError:
+            return False
+        return data == body
+
+    def _make_dirs(self, path: str, *, sync: bool = True) -> None:
         """Create the document's folder chain and version folder."""
         dirs, name = split_doc_path(path)
-        durable.make_dirs(str(self.layout.root), [*dirs, VERSIONS_DIR, name])
+        durable.make_dirs(str(self.layout.root), [*dirs, VERSIONS_DIR, name], sync=sync)
 
-    def _swap_pointer(self, path: str, number: int) -> None:
+    def _swap_pointer(self, path: str, number: int, *, sync: bool = True) -> None:
         """Make version ``number`` current: the moment a write is acknowledged."""
-        durable.swap_symlink(self.layout.fs_path(path), self.layout.pointer_target(path, number))
+        target = self.layout.pointer_target(path, number)
+        durable.swap_symlink(self.layout.fs_path(path), target, sync=sync)
 
     def _migrate(self, path: str, pointer: Pointer) -> None:
         """Move a legacy flat history into the per-document layout, crash-safely: link every file
@@ -374,17 +472,27 @@ class Store:
             os.unlink(file)
         durable.fsync_dir(os.path.dirname(vdir))
 
-    def _prune(self, path: str, newest: int, keep: int | None) -> tuple[int, ...]:
+    def _doomed(self, path: str, newest: int, keep: int | None) -> tuple[int, ...]:
+        """The versions ``retention: keep`` removes once ``newest`` is current."""
         if keep is None:
             return ()
         stored = self.layout.version_files(path, legacy=False)
         numbers = sorted(n for n, _ in stored if n <= newest)
-        doomed = numbers[: max(0, len(numbers) - keep)]
+        return tuple(numbers[: max(0, len(numbers) - keep)])
+
+    def _prune(self, path: str, doomed: tuple[int, ...], *, sync: bool = True) -> None:
         for number in doomed:
             os.unlink(self.layout.version_file(path, number))
-        if doomed:
+        if doomed and sync:
             durable.fsync_dir(self.layout.version_dir(path))
-        return tuple(doomed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A batched write waiting for its commit: the version to make current, what to prune."""
+
+    number: int
+    doomed: tuple[int, ...]
 
 
 def read_file(file: str) -> tuple[bytes, os.stat_result]:
