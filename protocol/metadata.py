@@ -125,6 +125,16 @@ def validate_store(meta: Mapping[str, str]) -> None:
         raise InvalidMetadata(status.invalid_retention(go_quote(meta["retention"])))
 
 
+def for_publish(path: str, meta: Mapping[str, str]) -> dict[str, str]:
+    """What a PUBLISH of publisher metadata ``meta`` at ``path`` persists, checked in the
+    reference's order (SPEC §6.4): the rules, the type default, the store's keys, then tags
+    normalized. Raises InvalidMetadata with the wire message."""
+    validate(meta)
+    typed = with_type_default(path, meta)
+    validate_store(typed)
+    return normalize(typed)
+
+
 def split_tags(value: str) -> list[str]:
     """Comma-separated tags, each trimmed, empties dropped."""
     return [tag for tag in map(trim_space, value.split(",")) if tag]

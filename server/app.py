@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -95,6 +96,13 @@ class App:
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
+        if self.content.plain_files:
+            root = shlex.quote(str(config.root))
+            log.warning(
+                f"{self.content.plain_files} plain .md files in the content root are not served"
+                f" (they have no version history); make them documents in place with:"
+                f" mark-server import {root} --root {root}"
+            )
         self._ctx = Context(
             content=self.content,
             lookup=lookup,

@@ -13,11 +13,11 @@ import click
 from markproto.client.cli.output import Failed, note
 
 if TYPE_CHECKING:
-    from markproto.client import Client, Result, TokenStore
+    from markproto.client import Client, TokenStore
     from markproto.client.cli.options import Options
     from markproto.protocol.url import MarkURL
 
-R = TypeVar("R", bound="Result")
+R = TypeVar("R")
 
 
 def client_for(opts: Options, target: MarkURL, *, cache: bool) -> Client:

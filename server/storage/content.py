@@ -97,6 +97,8 @@ class Content:
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
         self._queue: list[_Job[Any]] = []
+        self.plain_files = 0
+        """Plain ``.md`` files the startup walk found: files without history, not served."""
         self._queue_lock = threading.Lock()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-reader")
 
@@ -111,9 +113,9 @@ class Content:
         for kind, path in content._store.layout.walk():
             if kind == "dir":
                 content._snapshot.add_dir(path)
-                continue
-            version = content._load_logged(path)
-            if version is not None:
+            elif kind == "plain":
+                content.plain_files += 1
+            elif (version := content._load_logged(path)) is not None:
                 content._apply(version)
         return content
 
@@ -285,6 +287,8 @@ class Content:
         for kind, path in layout.walk():
             if kind == "dir":
                 dirs.add(path)
+                continue
+            if kind == "plain":
                 continue
             seen.add(path)
             pointer = layout.pointer(path)

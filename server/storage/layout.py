@@ -156,7 +156,8 @@ class Layout:
             return None
 
     def walk(self) -> Iterator[tuple[str, str]]:
-        """Yield ``("dir", path)`` for every directory and ``("doc", path)`` for every pointer.
+        """Yield ``("dir", path)`` for every directory, ``("doc", path)`` for every pointer and
+        ``("plain", path)`` for every plain ``.md`` file (not a document: it has no history).
 
         Names starting with ``.`` are walked (``/.well-known``) but temporary files are not; the
         ``versions`` directories are the store's own and never appear.
@@ -179,6 +180,8 @@ class Layout:
                     yield "doc", child
                 elif entry.is_dir(follow_symlinks=False):
                     stack.append(child)
+                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    yield "plain", child
 
 
 def _is_utf8(name: str) -> bool:

@@ -89,6 +89,6 @@ def seed(root: Path, docs: Iterable[tuple[str, bytes | str, Mapping[str, str]]])
     store = Store(root)
     for path, body, meta in docs:
         data = body.encode() if isinstance(body, str) else body
-        meta = metadata.normalize(metadata.with_type_default(path, meta))
+        meta = metadata.for_publish(path, meta)
         written = store.publish(path, data, meta, None)
         assert isinstance(written, Written), (path, written)
