@@ -129,7 +129,8 @@ class ExportReport:
 
     def summary(self) -> str:
         history = f", {self.versions} history files" if self.versions else ""
-        return f"{len(self.documents)} documents{history}, {len(self.skipped)} skipped"
+        count = len(self.documents)
+        return f"{count} document{'s' * (count != 1)}{history}, {len(self.skipped)} skipped"
 
     def lines(self) -> list[str]:
         return [self.summary(), *(f"skipped {path}: {why}" for path, why in self.skipped)]

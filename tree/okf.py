@@ -76,7 +76,12 @@ class Validation:
         return len(self.findings) - self.errors
 
     def summary(self) -> str:
-        return f"{self.files} files: {self.errors} errors, {self.warnings} warnings"
+        def count(n: int, word: str) -> str:
+            return f"{n} {word}" + "s" * (n != 1)
+
+        return f"{count(self.files, 'file')}: {count(self.errors, 'error')}, " + count(
+            self.warnings, "warning"
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -149,23 +154,34 @@ def validate(bundle: Bundle, checks: Sequence[Check] = CHECKS) -> Validation:
 
 
 def with_frontmatter(rel: str, body: bytes, meta: Mapping[str, str]) -> bytes:
-    """The bytes an OKF export writes: the body as it is when it has frontmatter (or is a
-    reserved file), else an OKF frontmatter block from the document's metadata before it."""
+    """The bytes an OKF export writes for a document, so that the bundle validates: a reserved
+    file, or a concept document whose frontmatter has a ``type``, as it is; a concept document
+    without frontmatter gets a block made from its metadata (the OKF fields in their order,
+    then the rest); one whose frontmatter lacks a ``type`` gets its type line first in it."""
     text = body.decode("utf-8", "replace")
-    if _kind(rel) != "concept" or mdoutline.split_frontmatter(text)[0] is not None:
+    if _kind(rel) != "concept":
         return body
     own = {k: v for k, v in meta.items() if k not in metadata.RESERVED_KEYS}
-    block: dict[str, object] = {"type": trim_space(own.get("type", "")) or metadata.DEFAULT_TYPE}
+    kind = trim_space(own.get("type", "")) or metadata.DEFAULT_TYPE
+    if mdoutline.split_frontmatter(text)[0] is not None:
+        declared = document.frontmatter(text)
+        if declared is None or trim_space(declared.get("type", "")):
+            return body
+        first = body.index(b"\n") + 1
+        return body[:first] + _yaml("type", kind) + body[first:]
+    block: dict[str, object] = {"type": kind}
     for key in (*FIELDS, *sorted(own)):
         if key not in block and own.get(key):
             block[key] = metadata.split_tags(own[key]) if key == "tags" else own[key]
-    lines = "".join(
-        yaml.safe_dump(
-            {key: value},
-            allow_unicode=True,
-            default_flow_style=None if isinstance(value, list) else False,  # tags: [a, b]
-            width=1 << 30,
-        )
-        for key, value in block.items()
+    return b"---\n" + b"".join(_yaml(k, v) for k, v in block.items()) + b"---\n" + body
+
+
+def _yaml(key: str, value: object) -> bytes:
+    """One ``key: value`` line as YAML writes it (a list in flow style: ``tags: [a, b]``)."""
+    line = yaml.safe_dump(
+        {key: value},
+        allow_unicode=True,
+        default_flow_style=None if isinstance(value, list) else False,
+        width=1 << 30,
     )
-    return b"---\n" + lines.encode() + b"---\n" + body
+    return line.encode()

@@ -79,7 +79,7 @@ def import_into(
     else:
         click.echo("\n".join(report.lines()))
     if report.refused:
-        raise Failed(f"{len(report.refused)} documents refused")
+        raise Failed(f"{_documents(len(report.refused))} refused")
 
 
 @click.command("import")
@@ -122,7 +122,7 @@ def export_from(
     else:
         click.echo("\n".join(report.lines()))
     if report.skipped:
-        raise Failed(f"{len(report.skipped)} documents not exported")
+        raise Failed(f"{_documents(len(report.skipped))} not exported")
 
 
 @click.command()
@@ -137,6 +137,10 @@ def export(opts: Options, url: str, folder: Path, versions: bool) -> None:
     version's modified time.
     """
     export_from(opts, url, folder, versions=versions)
+
+
+def _documents(count: int) -> str:
+    return f"{count} document" + "s" * (count != 1)
 
 
 COMMANDS = (import_, export)

@@ -7,6 +7,8 @@ scope itself, only on each row, and a row the reader may not read is dropped wit
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from markproto.protocol import bodies, status, wire
 from markproto.protocol.gotext import trim_space
 from markproto.protocol.limits import (
@@ -25,7 +27,9 @@ from markproto.server.storage.store import Version
 _MODES = ("catalog", "body")
 
 
-def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
+def handle(
+    request: wire.Request, path: str, ctx: Context
+) -> wire.Response | Awaitable[wire.Response]:
     meta = request.meta
     query = trim_space(meta.get("query", ""))
     if query != "*" and len(query) < LOOKUP_MIN_QUERY_RUNES:
@@ -49,25 +53,36 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     if ctx.lookup is None:
         return wire.error_response(status.Status.SERVER_ERROR, status.INTERNAL)
     token = meta.get("auth", "")
+    lookup = ctx.lookup
 
     def load(doc_path: str) -> Version | None:
         current = ctx.content.current(doc_path)
         return ctx.content.read(current) if current is not None else None
 
-    rows = ctx.lookup.search(
-        query,
-        scope,
-        clauses,
-        body=mode == "body",
-        readable=lambda row_path: ctx.can_read(row_path, token),
-        limit=limit,
-        load=load,
-    )
-    out = {"matches": str(len(rows))}
-    if "match" in meta:
-        out["match"] = mode
-    body = bodies.render_lookup(query, scope, rows, body_mode=mode == "body")
-    return wire.Response(status.Status.OK, out, body)
+    def answer() -> wire.Response:
+        rows = lookup.search(
+            query,
+            scope,
+            clauses,
+            body=mode == "body",
+            readable=lambda row_path: ctx.can_read(row_path, token),
+            limit=limit,
+            load=load,
+        )
+        out = {"matches": str(len(rows))}
+        if "match" in meta:
+            out["match"] = mode
+        body = bodies.render_lookup(query, scope, rows, body_mode=mode == "body")
+        return wire.Response(status.Status.OK, out, body)
+
+    if not ctx.content.indexing:
+        return answer()
+
+    async def when_indexed() -> wire.Response:  # a burst of writes is still being indexed
+        await ctx.content.indexed()
+        return answer()
+
+    return when_indexed()
 
 
 def _limit(value: str) -> int | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from markproto.server.storage import recovery
+from markproto.server.storage.backlog import Backlog
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
 from markproto.server.storage.store import (
     Collision,
@@ -97,6 +98,9 @@ class Content:
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
         self._queue: list[_Job[Any]] = []
+        self._in_flight = 0
+        """Writes submitted and not yet answered (event loop only)."""
+        self._backlog = Backlog(self._index, lambda: self._in_flight > 0)
         self.plain_files = 0
         """Plain ``.md`` files the startup walk found: files without history, not served."""
         self._queue_lock = threading.Lock()
@@ -120,6 +124,7 @@ class Content:
         return content
 
     def close(self) -> None:
+        self._backlog.close()
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
         self._store.close()
@@ -194,7 +199,7 @@ class Content:
     ) -> Written | Refusal:
         outcome = await self._write(self._store.publish, path, body, meta, expected)
         if isinstance(outcome, Written):
-            self._apply(outcome.version)
+            self._applied(outcome.version)
         return outcome
 
     async def append(
@@ -202,14 +207,32 @@ class Content:
     ) -> Written | Refusal:
         outcome = await self._write(self._store.append, path, text, overlay, expected)
         if isinstance(outcome, Written):
-            self._apply(outcome.version)
+            self._applied(outcome.version)
         return outcome
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         outcome = await self._write(self._store.set_archived, path, archived)
         if isinstance(outcome, Version):
-            self._apply(outcome)
+            self._applied(outcome)
         return outcome
+
+    @property
+    def indexing(self) -> bool:
+        """Whether index work of a burst of writes is still waiting (then await `indexed`)."""
+        return bool(self._backlog)
+
+    async def indexed(self) -> None:
+        """Return once every index is as current as the snapshot: what a reader of an index
+        awaits first (a burst of writes may have held its index work back, see `backlog`)."""
+        await self._backlog.caught_up()
+
+    def _applied(self, version: Version) -> None:
+        """One of this server's writes is done: into the snapshot now, into the indexes now
+        or, during a burst, after it."""
+        self._snapshot.put(CurrentVersion.of(version))
+        burst = self._in_flight or self._backlog
+        if not burst or not self._backlog.hold(version):
+            self._index(version)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -221,7 +244,11 @@ class Content:
         with self._queue_lock:
             self._queue.append(_Job(fn, args, done))
         self._writer.submit(self._drain)
-        return await asyncio.wrap_future(done)
+        self._in_flight += 1
+        try:
+            return await asyncio.wrap_future(done)
+        finally:
+            self._in_flight -= 1
 
     def _drain(self) -> None:
         """Run the queued writes (writer thread): one alone as it is, several in one batch. A
@@ -246,7 +273,11 @@ class Content:
             job.finish()
 
     def _apply(self, version: Version) -> None:
+        self._backlog.drop(version.path)
         self._snapshot.put(CurrentVersion.of(version))
+        self._index(version)
+
+    def _index(self, version: Version) -> None:
         for index in self.indexes:
             if version.archived:
                 index.remove(version.path)
@@ -254,6 +285,7 @@ class Content:
                 index.put(version)
 
     def _forget(self, path: str) -> None:
+        self._backlog.drop(path)
         self._snapshot.remove(path)
         for index in self.indexes:
             index.remove(path)

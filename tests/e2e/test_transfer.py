@@ -246,7 +246,7 @@ def test_import_updates_changed_files_and_refuses_archived_ones(
         "0 created, 1 updated, 1 unchanged, 0 archived, 1 refused, 0 skipped",
         f"refused /{path}b.md: document is archived; unarchive first",
     ]
-    assert again.stderr == "mark: 1 documents refused\n"
+    assert again.stderr == "mark: 1 document refused\n"
     assert ok("fetch", "-no-cache", prefix + "a.md").stdout == "# a, again\n"
     (folder / "c.md").unlink()
     gone = mark("import", "-auth", WRITE_TOKEN, "--archive-missing", str(folder), prefix[:-1])
@@ -304,7 +304,7 @@ def test_export_versions_writes_every_version(prefix: str, tmp_path: Path) -> No
         ok("publish", "-auth", WRITE_TOKEN, "-force", "-body", f"# v{n}\n", prefix + "d/doc.md")
     out = tmp_path / "out"
     assert ok("export", "--versions", prefix, str(out)).stdout == (
-        "1 documents, 3 history files, 0 skipped\n"
+        "1 document, 3 history files, 0 skipped\n"
     )
     assert tree(out) == {
         "d/doc.md": b"# v3\n",
@@ -372,10 +372,12 @@ def test_okf_validate_checks_frontmatter_and_structure(tmp_path: Path) -> None:
 def test_okf_import_and_export_give_the_bundle_back(prefix: str, tmp_path: Path) -> None:
     bundle(tmp_path / "src")
     (tmp_path / "src/untyped.md").write_text("# Untyped\n")
+    (tmp_path / "src/titled.md").write_text("---\ntitle: T\n---\n# T\n")
     imported = ok("okf", "import", "-auth", WRITE_TOKEN, str(tmp_path / "src"), prefix)
-    assert imported.stdout.splitlines()[-1] == (
-        "note untyped.md: error: no frontmatter: a concept document needs a `type`"
-    )
+    assert imported.stdout.splitlines()[-2:] == [
+        "note titled.md: error: no `type` in the frontmatter",
+        "note untyped.md: error: no frontmatter: a concept document needs a `type`",
+    ]
     ok(
         "publish",
         "-auth",
@@ -396,6 +398,7 @@ def test_okf_import_and_export_give_the_bundle_back(prefix: str, tmp_path: Path)
     assert {k: v for k, v in out.items() if k != "plain.md"} == {
         **tree(tmp_path / "src"),
         "untyped.md": b"---\ntype: Document\n---\n# Untyped\n",
+        "titled.md": b"---\ntype: Document\ntitle: T\n---\n# T\n",
     }
     assert out["plain.md"] == b"---\ntype: Note\ntitle: Plain\ntags: [a, b]\n---\n# Plain\n"
     assert mark("okf", "validate", str(tmp_path / "out")).exit_code == 0
