@@ -60,12 +60,10 @@ async def import_folder(
     wanted = [path for path in listed if archive_missing or path in local]
     states = await _gather((_state(client, target, path) for path in wanted), window)
     existing = {path: state for path, state in zip(wanted, states, strict=True) if state}
-    steps, report = plans.plan(found, existing, prefix, archive_missing=archive_missing)
-    report.dry_run = dry_run
-    writes = [step for step in steps if step.writes]
+    writes, report = plans.plan(
+        found, existing, prefix, archive_missing=archive_missing, dry_run=dry_run
+    )
     if dry_run:
-        for step in writes:
-            report.add(step)
         return report
     done = 0
 

@@ -50,14 +50,11 @@ def run(
     try:
         with target.exclusive():
             recovery.recover(target.layout)
-        steps, report = plans.plan(
-            found, _existing(target, prefix), prefix, archive_missing=archive_missing
+        existing = _existing(target, prefix)
+        writes, report = plans.plan(
+            found, existing, prefix, archive_missing=archive_missing, dry_run=dry_run
         )
-        report.dry_run = dry_run
-        writes = [step for step in steps if step.writes]
         if dry_run:
-            for step in writes:
-                report.add(step)
             return report
         for start in range(0, len(writes), BATCH):
             with target.batch():

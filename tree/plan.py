@@ -60,10 +60,12 @@ def plan(
     prefix: str,
     *,
     archive_missing: bool = False,
+    dry_run: bool = False,
 ) -> tuple[list[Step], Report]:
-    """The steps of an import (in the folder's order, archives last) and the report that
-    already holds the skipped files, frontmatter notes and unchanged documents."""
-    report = Report()
+    """The writes of an import (in the folder's order, archives last) and the report that
+    already holds the skipped files, frontmatter notes, unchanged and refused documents (and,
+    in a dry run, the writes as if made)."""
+    report = Report(dry_run=dry_run)
     steps: list[Step] = []
     seen: set[str] = set()
     for item in found:
@@ -88,9 +90,9 @@ def plan(
             if not state.archived and path not in seen and not _under_skipped(path, seen):
                 steps.append(Step(path, Action.ARCHIVE, expected=state.version))
     for step in steps:
-        if not step.writes:
+        if dry_run or not step.writes:
             report.add(step)
-    return steps, report
+    return [step for step in steps if step.writes], report
 
 
 def _under_skipped(path: str, seen: set[str]) -> bool:

@@ -10,13 +10,7 @@ import click
 
 from markproto.client.cli.options import Options, server_options
 from markproto.client.cli.output import Failed, print_json
-from markproto.client.cli.transfer import (
-    ARCHIVE_MISSING,
-    DRY_RUN,
-    FOLDER,
-    export_from,
-    import_into,
-)
+from markproto.client.cli.transfer import FOLDER, export_from, import_arguments, import_into
 
 if TYPE_CHECKING:
     from markproto.tree.plan import Report
@@ -55,11 +49,7 @@ def validate(folder: Path, strict: bool, quiet: bool, as_json: bool) -> None:
 
 
 @okf.command("import")
-@click.argument("folder", type=FOLDER)
-@click.argument("url")
-@ARCHIVE_MISSING
-@DRY_RUN
-@server_options
+@import_arguments
 def import_(opts: Options, folder: Path, url: str, archive_missing: bool, dry_run: bool) -> None:
     """Import an OKF bundle: mark import, with the bundle's findings as notes.
 

@@ -29,6 +29,21 @@ DRY_RUN = click.option(
 )
 
 
+def import_arguments(command: Callable[..., None]) -> Callable[..., None]:
+    """``DIR URL [-archive-missing] [-dry-run]`` and the server options (both import commands)."""
+    for decorator in reversed(
+        (
+            click.argument("folder", type=FOLDER),
+            click.argument("url"),
+            ARCHIVE_MISSING,
+            DRY_RUN,
+            server_options,
+        )
+    ):
+        command = decorator(command)
+    return command
+
+
 def progress_bar(opts: Options, label: str) -> Callable[[int, int], None] | None:
     """A one-line bar on stderr when it is a terminal (and no JSON was asked for)."""
     if opts.as_json or not sys.stderr.isatty():
@@ -83,11 +98,7 @@ def import_into(
 
 
 @click.command("import")
-@click.argument("folder", type=FOLDER)
-@click.argument("url")
-@ARCHIVE_MISSING
-@DRY_RUN
-@server_options
+@import_arguments
 def import_(opts: Options, folder: Path, url: str, archive_missing: bool, dry_run: bool) -> None:
     """Import a folder of markdown under a prefix: mark import DIR mark://host/prefix/
 

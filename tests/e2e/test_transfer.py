@@ -111,6 +111,7 @@ def tree(folder: Path) -> dict[str, bytes]:
 # -- the corpora ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corpus", ["fastapi-docs", "prometheus-docs"])
 def test_the_corpora_round_trip_byte_for_byte(
     server: tuple[RunningServer, Any], tmp_path: Path, corpus: str

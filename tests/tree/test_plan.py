@@ -29,8 +29,8 @@ def test_by_content_hash() -> None:
         "/p/sub/in-skipped.md": State(1, "sha256-z"),
     }
     found.append(Skipped("sub/", "a hidden name (the server never lists it)"))
-    steps, report = plan(found, existing, "/p", archive_missing=True)
-    assert [(s.path, s.action, s.expected) for s in steps if s.writes] == [
+    writes, report = plan(found, existing, "/p", archive_missing=True)
+    assert [(s.path, s.action, s.expected) for s in writes] == [
         ("/p/new.md", Action.CREATE, 0),
         ("/p/changed.md", Action.UPDATE, 2),
         ("/p/gone.md", Action.ARCHIVE, 4),
@@ -41,8 +41,14 @@ def test_by_content_hash() -> None:
 
 
 def test_without_archive_missing_nothing_is_archived() -> None:
-    steps, _ = plan([], {"/p/gone.md": State(1, "h")}, "/p")
-    assert steps == []
+    writes, report = plan([], {"/p/gone.md": State(1, "h")}, "/p")
+    assert writes == [] and report.writes == 0
+
+
+def test_a_dry_run_reports_the_writes_as_made() -> None:
+    writes, report = plan([source("/p/new.md")], {}, "/p", dry_run=True)
+    assert [s.path for s in writes] == report.created == ["/p/new.md"]
+    assert report.summary().startswith("dry run: 1 to create")
 
 
 def test_the_report() -> None:
