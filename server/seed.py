@@ -63,8 +63,13 @@ def seed(root: Path) -> list[str]:
     """Publish the first-run documents into ``root`` where they are missing; return their paths."""
     store = Store(root)
     created = []
-    for path, (body, meta) in SEED.items():
-        if store.layout.pointer(path) is None:
-            store.publish(path, body.encode(), metadata.with_type_default(path, meta), expected=0)
-            created.append(path)
+    try:
+        for path, (body, meta) in SEED.items():
+            if store.layout.pointer(path) is None:
+                store.publish(
+                    path, body.encode(), metadata.with_type_default(path, meta), expected=0
+                )
+                created.append(path)
+    finally:
+        store.close()
     return created

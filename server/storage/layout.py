@@ -157,7 +157,8 @@ class Layout:
 
     def walk(self) -> Iterator[tuple[str, str]]:
         """Yield ``("dir", path)`` for every directory, ``("doc", path)`` for every pointer and
-        ``("plain", path)`` for every plain ``.md`` file (not a document: it has no history).
+        ``("plain", path)`` for every plain ``.md`` file outside hidden folders (not a document:
+        it has no history).
 
         Names starting with ``.`` are walked (``/.well-known``) but temporary files are not; the
         ``versions`` directories are the store's own and never appear.
@@ -180,8 +181,15 @@ class Layout:
                     yield "doc", child
                 elif entry.is_dir(follow_symlinks=False):
                     stack.append(child)
-                elif name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                elif _plain_markdown(entry, child):
                     yield "plain", child
+
+
+def _plain_markdown(entry: os.DirEntry[str], path: str) -> bool:
+    """A regular ``.md`` file outside hidden folders: what `mark-server import` makes a document."""
+    if not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+        return False
+    return not any(part.startswith(".") for part in path.split("/"))
 
 
 def _is_utf8(name: str) -> bool:

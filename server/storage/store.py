@@ -13,8 +13,14 @@ crash at any instant leaves the old pointer and a stray file, or the new pointer
 version; ``recovery`` removes the strays at startup. Reads are lock-free: version files never
 change once linked.
 
-This module and `layout` are the only ones that touch the content root. It is synchronous; the
-server runs writes on one worker thread, so there is one writer.
+Reading is liberal (`storefmt.read_version`): every shape an earlier reference release wrote is
+served, and what a file says that is not understood is logged once per file. Writing is strict
+and byte-exact to the newest format.
+
+This module and `layout` are the only ones that touch the content root. It is synchronous. Every
+write holds `exclusive`, the root's write lock (a thread lock plus ``flock`` on the root folder),
+so writers in one process and in others (`mark-server import` beside a server) take turns;
+`batch` group-commits the writes made inside it with one filesystem sync.
 """
 
 from __future__ import annotations

@@ -127,7 +127,6 @@ def main() -> None:
         seconds, created = offline(base, folder, round_)
         assert created == documents
         local.append(seconds)
-        print(cpus)
         print(
             f"round {round_ + 1}: sequential {baseline[-1]:.2f} s, import {online[-1]:.2f} s,"
             f" again {again[-1]:.2f} s, offline {local[-1]:.2f} s"
@@ -135,20 +134,32 @@ def main() -> None:
     shutil.rmtree(base, ignore_errors=True)
     best = min(baseline)
 
-    def row(job: str, times: list[float]) -> list[object]:
+    def row(job: str, times: list[float], cpu: str = "") -> list[object]:
         return [
             job,
             f"{min(times):.2f}",
             f"{perfkit.median(times):.2f}",
             f"{documents / min(times):,.0f}",
             f"{best / min(times):.1f}x",
+            cpu,
         ]
 
+    def per_doc(job: str) -> str:
+        server, client = min(cpus[job])
+        return f"{1000 * server / documents:.1f} / {1000 * client / documents:.1f}"
+
     text = perfkit.table(
-        ["job", "best s", "median s", "documents/s", "vs sequential PUBLISH"],
         [
-            row("sequential PUBLISH, one per file (baseline)", baseline),
-            row("`mark import` (pipelined, group-committed)", online),
+            "job",
+            "best s",
+            "median s",
+            "documents/s",
+            "vs sequential PUBLISH",
+            "CPU ms/doc server / client",
+        ],
+        [
+            row("sequential PUBLISH, one per file (baseline)", baseline, per_doc("baseline")),
+            row("`mark import` (pipelined, group-committed)", online, per_doc("import")),
             row("`mark import` again (unchanged: no write)", again),
             row("`mark-server import` (offline)", local),
         ],
