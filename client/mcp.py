@@ -21,10 +21,11 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from markproto.client import AnchorNotFound, Client, LookupResult, MarkError, Result
+from markproto.client import AnchorNotFound, Client, LookupResult, MarkError, Result, mcpwatch
 from markproto.client.results import CATALOG_FALLBACK_NOTE
 from markproto.protocol import bodies, mdoutline, paths
 from markproto.protocol.errors import InvalidURL
@@ -83,14 +84,16 @@ def instructions(host: MarkURL | None) -> str:
     )
 
 
-def build_server(client: Client, host: MarkURL | None = None) -> MCPServer:
+def build_server(client: Client, host: MarkURL | None = None) -> _Server:
     """The bridge's tools and resource template over ``client`` (which the caller closes);
     with ``host``, bare paths name documents on that server."""
+    bus = InMemorySubscriptionBus()
     server = _Server(
         "markproto",
         instructions=instructions(host),
         version=metadata.version("markproto"),
         log_level="ERROR",
+        subscriptions=bus,
     )
 
     def resolve(text: str) -> MarkURL:
@@ -253,13 +256,18 @@ def build_server(client: Client, host: MarkURL | None = None) -> MCPServer:
         async def host_document(path: str) -> str:
             return await read(_resource_url(base, path))
 
+    server.watches = mcpwatch.install(server, client, resolve, bus)
     return server
 
 
 async def serve(client: Client, host: MarkURL | None = None) -> None:
     """Serve the bridge on stdin and stdout until stdin ends, then close ``client``."""
     async with client:
-        await build_server(client, host).run_stdio_async()
+        server = build_server(client, host)
+        try:
+            await server.run_stdio_async()
+        finally:
+            await server.watches.close()
 
 
 _MD = "text/markdown"
@@ -268,7 +276,9 @@ _MD = "text/markdown"
 class _Server(MCPServer[Any]):
     """``MCPServer`` whose resource URIs may carry ``#anchor``: the SDK's template matcher stops
     ``{+path}`` at ``#``, so the first ``#`` is escaped before matching and split off again by
-    ``_resource_url``."""
+    ``_resource_url``. ``watches`` follows the resources agents subscribe to (`mcpwatch`)."""
+
+    watches: mcpwatch.Subscriptions
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         return await super().read_resource(str(uri).replace("#", "%23", 1), context)

@@ -23,6 +23,7 @@ from markproto.server.handlers import Context
 from markproto.server.ratelimit import RateLimiter
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.watch import Hub
 
 log = logging.getLogger("markproto.server")
 
@@ -56,6 +57,7 @@ class App:
         self._tokens: tokens.TokenFile | None = None
         self._ctx: Context | None = None
         self._dispatcher: Dispatcher | None = None
+        self.watch: Hub | None = None
         self._cert: tuple[Path, Path] | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -69,7 +71,7 @@ class App:
         first_run = is_default_root(config) and not config.root.exists()
         if first_run:
             config.root.mkdir(parents=True)
-            created = seed.seed(config.root)
+            created = seed.seed(config.root, watch=config.watch_limit > 0)
             log.info("created a new content root", extra={"root": str(config.root)})
             log.debug("seeded %s", ", ".join(created))
         self._load_tokens(first_run)
@@ -100,6 +102,16 @@ class App:
             grants=self._grants(),
             read_only=config.read_only,
         )
+        if config.watch_limit > 0:
+            hub = self.watch = self._ctx.watch = Hub(
+                self._ctx,
+                limit=config.watch_limit,
+                per_connection=config.watch_connection_limit,
+                heartbeat=config.watch_heartbeat,
+                log_size=config.watch_log,
+            )
+            self.content.observers.append(hub.record)
+            hub.start()
         limiter = RateLimiter(config.rate_limit, config.rate_burst)
         allow = None
         if limiter.enabled:
@@ -218,6 +230,8 @@ class App:
                 await task
         self._tasks.clear()
         drained = True
+        if self.watch is not None:
+            self.watch.close()  # every subscription gets `closing` before the drain waits on it
         if self.server is not None:
             drained = await self.server.drain(timeout)
         if self._dispatcher is not None:

@@ -7,17 +7,17 @@ object instead. Exit status: 0 for ok, created and not-modified; 1 for any other
 failure to get an answer; 2 for a command line that cannot be run.
 
 One module per job: ``options`` reads the command line, ``output`` prints, ``session`` reaches
-the server (``Client.from_environment``), and ``reading``, ``writing``, ``agents`` and ``tokens``
-hold the commands. The network stack and the markdown parser are imported inside the commands
-that use them, so ``mark --help`` and typos answer at once. Client state lives in ``MARK_HOME``
-(``~/.mark``): ``tokens.toml``, ``known_hosts`` and ``cache/``.
+the server (``Client.from_environment``), and ``reading``, ``writing``, ``watching``, ``agents``
+and ``tokens`` hold the commands. The network stack and the markdown parser are imported inside
+the commands that use them, so ``mark --help`` and typos answer at once. Client state lives in
+``MARK_HOME`` (``~/.mark``): ``tokens.toml``, ``known_hosts`` and ``cache/``.
 """
 
 from __future__ import annotations
 
 import click
 
-from markproto.client.cli import agents, reading, tokens, writing
+from markproto.client.cli import agents, reading, tokens, watching, writing
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,5 +30,11 @@ def main() -> None:
     """
 
 
-for _command in (*reading.COMMANDS, *writing.COMMANDS, agents.mcp, tokens.token):
+for _command in (
+    *reading.COMMANDS,
+    *writing.COMMANDS,
+    *watching.COMMANDS,
+    agents.mcp,
+    tokens.token,
+):
     main.add_command(_command)

@@ -13,11 +13,11 @@ import click
 from markproto.client.cli.output import Failed, note
 
 if TYPE_CHECKING:
-    from markproto.client import Client, Result, TokenStore
+    from markproto.client import Client, TokenStore
     from markproto.client.cli.options import Options
     from markproto.protocol.url import MarkURL
 
-R = TypeVar("R", bound="Result")
+T = TypeVar("T")
 
 
 def client_for(opts: Options, target: MarkURL, *, cache: bool) -> Client:
@@ -41,8 +41,8 @@ def client_for(opts: Options, target: MarkURL, *, cache: bool) -> Client:
 
 
 def run(
-    opts: Options, target: MarkURL, job: Callable[[Client], Awaitable[R]], *, cache: bool = False
-) -> R:
+    opts: Options, target: MarkURL, job: Callable[[Client], Awaitable[T]], *, cache: bool = False
+) -> T:
     """Run one job on a fresh client; every failure to get an answer becomes ``Failed``."""
     import asyncio
 
@@ -50,7 +50,7 @@ def run(
 
     client = client_for(opts, target, cache=cache)
 
-    async def session() -> R:
+    async def session() -> T:
         async with client:
             return await job(client)
 

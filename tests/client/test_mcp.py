@@ -49,6 +49,7 @@ TOOLS = {
     "mark_append": ["url", "body", "expected_version", "metadata"],
     "mark_archive": ["url"],
     "mark_discover": ["url"],
+    "mark_changes": ["url", "since"],
 }
 SCHEMA_BUDGET = 9_400
 MARKER = re.compile(
