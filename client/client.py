@@ -239,9 +239,10 @@ class Client:
         on_reconnect: Callable[[MarkError], None] | None = None,
     ) -> Watch:
         """Change hints for a document or a folder and everything below it, as an async
-        iterator of ``WatchEvent`` and ``Resync`` values. It resumes after ``since`` when given,
-        reconnects and resumes on its own when a stream ends (``on_reconnect`` hears why), and
-        raises ``StatusError`` when the server refuses or ends it for good."""
+        iterator of ``WatchEvent`` and ``Resync`` values; ``async with`` it to subscribe at once.
+        It resumes after ``since`` when given, reconnects and resumes on its own when a stream
+        ends (``on_reconnect`` hears why), and raises ``StatusError`` when the server refuses or
+        ends it for good."""
         return Watch(
             self,
             self.url(target),

@@ -34,7 +34,7 @@ from mcp.types import (
 )
 from pydantic import Field
 
-from markproto.client import Changes, Client, MarkError
+from markproto.client import Changes, Client, MarkError, Watch
 from markproto.protocol.errors import InvalidURL
 from markproto.protocol.url import MarkURL, parse_url
 
@@ -58,6 +58,9 @@ class Subscriptions:
         self.bus = bus
         self._subscribers: dict[str, set[object]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.session: Any = None
+        """Where legacy updates go: the bridge serves one client (stdio), and the SDK hands each
+        request a session of its own over the one connection, so the latest will do."""
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -65,13 +68,13 @@ class Subscriptions:
     async def subscribe(self, uri: str, subscriber: object) -> None:
         """Follow ``uri`` for ``subscriber`` (a legacy session, or a listen stream); an
         ``MCPError`` the client sees when the server will not watch it."""
-        url = _watch_url(uri)
         if uri not in self._tasks:
+            watch = self.client.watch(_watch_url(uri))
             try:
-                await self.client.changes(url)  # the server's answer now, not in the background
+                await watch.start()  # the server's answer now, not in the background
             except MarkError as exc:
                 raise _mcp_error(f"{uri}: {_one_line(exc)}") from None
-            self._tasks[uri] = asyncio.create_task(self._follow(uri, url))
+            self._tasks[uri] = asyncio.create_task(self._follow(uri, watch))
         self._subscribers.setdefault(uri, set()).add(subscriber)
 
     def unsubscribe(self, uri: str, subscriber: object) -> None:
@@ -96,22 +99,22 @@ class Subscriptions:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    async def _follow(self, uri: str, url: MarkURL) -> None:
+    async def _follow(self, uri: str, watch: Watch) -> None:
         try:
-            async with self.client.watch(url) as changes:
-                async for _ in changes:
-                    await self._updated(uri)
+            async for _ in watch:
+                await self._updated(uri)
         except MarkError as exc:
             log.warning("no more updates for %s: %s", uri, _one_line(exc))
             self._tasks.pop(uri, None)
+        finally:
+            await watch.aclose()
 
     async def _updated(self, uri: str) -> None:
-        for subscriber in list(self._subscribers.get(uri, ())):
-            if isinstance(subscriber, _Listen):
-                continue
-            with contextlib.suppress(Exception):  # a session gone: its subscription goes with it
-                await subscriber.send_resource_updated(uri)  # type: ignore[attr-defined]
-        if any(isinstance(s, _Listen) for s in self._subscribers.get(uri, ())):
+        subscribers = self._subscribers.get(uri, set())
+        if LEGACY in subscribers and self.session is not None:
+            with contextlib.suppress(Exception):  # the client is gone; stdin's end stops us
+                await self.session.send_resource_updated(uri)
+        if any(isinstance(s, _Listen) for s in subscribers):
             await self.bus.publish(ResourceUpdated(uri=uri))
 
 
@@ -119,6 +122,10 @@ class _Listen:
     """One ``subscriptions/listen`` stream, as a subscriber."""
 
     __slots__ = ()
+
+
+LEGACY = "resources/subscribe"
+"""The subscriber that ``resources/subscribe`` adds (one client per bridge)."""
 
 
 def install(
@@ -129,11 +136,12 @@ def install(
     subscriptions = Subscriptions(client, bus)
 
     async def on_subscribe(ctx: ServerRequestContext[Any, Any], params: Any) -> EmptyResult:
-        await subscriptions.subscribe(params.uri, ctx.session)
+        subscriptions.session = ctx.session
+        await subscriptions.subscribe(params.uri, LEGACY)
         return EmptyResult()
 
     async def on_unsubscribe(ctx: ServerRequestContext[Any, Any], params: Any) -> EmptyResult:
-        subscriptions.unsubscribe(params.uri, ctx.session)
+        subscriptions.unsubscribe(params.uri, LEGACY)
         return EmptyResult()
 
     lowlevel = server._lowlevel_server

@@ -148,8 +148,8 @@ class SyncClient:
         on_reconnect: Callable[[MarkError], None] | None = None,
     ) -> SyncWatch:
         """Change hints for a document or a folder and everything below it, as a blocking
-        iterator of ``WatchEvent`` and ``Resync`` values (``Client.watch``, which see); close it,
-        or use it as a context manager, to stop."""
+        iterator of ``WatchEvent`` and ``Resync`` values (``Client.watch``, which see). Use it
+        as a context manager (which subscribes at once), or ``start`` and ``close`` it."""
         watch = self.client.watch(
             target, since=since, stall_timeout=stall_timeout, on_reconnect=on_reconnect
         )
@@ -211,6 +211,11 @@ class SyncWatch:
             raise StopIteration from None
 
     def __enter__(self) -> SyncWatch:
+        return self.start()
+
+    def start(self) -> SyncWatch:
+        """Subscribe now (entering ``with`` does this): every change from here on is seen."""
+        self._owner._run(self.watch.start())
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -139,9 +139,11 @@ class _Stream:
 
 
 class Watch:
-    """The change hints of a document or folder: ``async for`` over it, then `aclose` (or use
-    ``async with``). ``cursor`` is the position after the last notice taken: give it as
-    ``since`` to a later watch to resume there."""
+    """The change hints of a document or folder: ``async with`` it (or `start` it) to subscribe
+    at once, ``async for`` over it, then `aclose`. Without either it subscribes at the first
+    step, so changes before that are not seen unless ``since`` names where to start. ``cursor``
+    is the position after the last notice taken: give it as ``since`` to a later watch to resume
+    there."""
 
     def __init__(
         self,
@@ -169,10 +171,17 @@ class Watch:
         return self
 
     async def __aenter__(self) -> Watch:
-        return self
+        return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    async def start(self) -> Watch:
+        """Subscribe now and wait for the server's answer: every change from here on is seen.
+        Raises as the first step would (unreachable server, a refusal)."""
+        while not self._subscribed and not self._pending:
+            await self._step()
+        return self
 
     async def aclose(self) -> None:
         """Stop watching: the stream is closed and iteration ends."""
@@ -180,35 +189,38 @@ class Watch:
         self._drop()
 
     async def __anext__(self) -> Notice:
-        while True:
-            if self._pending:
-                notice = self._pending.popleft()
-                self.cursor = notice.cursor if self._pending else self._read_to
-                return notice
+        while not self._pending:
             if self._closed:
                 raise StopAsyncIteration
-            if self._stream is None:
-                try:
-                    self._stream = await _Stream.open(self.client, self.url, self._read_to)
-                except TransportError as exc:
-                    await self._retry(exc)
-                continue
+            await self._step()
+        notice = self._pending.popleft()
+        self.cursor = notice.cursor if self._pending else self._read_to
+        return notice
+
+    async def _step(self) -> None:
+        """Open a stream, or take one block from it (or wait before the next stream)."""
+        if self._stream is None:
             try:
-                item = await self._stream.next(self.stall_timeout)
+                self._stream = await _Stream.open(self.client, self.url, self._read_to)
             except TransportError as exc:
-                self._drop()
                 await self._retry(exc)
-                continue
-            if item is None:
-                self._drop()
-                await self._retry(ConnectionLost(f"{self.url}: the WATCH stream ended", sent=True))
-            elif isinstance(item, wire.Response):
-                self._drop()
-                await self._refused(item)
-            else:
-                await self._take(item)
-            if len(self._pending) > MAX_PENDING:
-                self._drop()
+            return
+        try:
+            item = await self._stream.next(self.stall_timeout)
+        except TransportError as exc:
+            self._drop()
+            await self._retry(exc)
+            return
+        if item is None:
+            self._drop()
+            await self._retry(ConnectionLost(f"{self.url}: the WATCH stream ended", sent=True))
+        elif isinstance(item, wire.Response):
+            self._drop()
+            await self._refused(item)
+        else:
+            await self._take(item)
+        if len(self._pending) > MAX_PENDING:
+            self._drop()
 
     async def _take(self, block: Block) -> None:
         if block.cursor is not None:

@@ -240,7 +240,9 @@ class Hub:
             del self._owners[owner]
 
     def _end(self, sub: Subscription, status: str) -> None:
-        cursor = self._cursor(sub)
+        """The terminal block: ``resync`` names the newest change (where to go on from after a
+        rebuild), any other the position the subscriber was served up to."""
+        cursor = self.log.cursor(self.log.head) if status == st.Status.RESYNC else self._cursor(sub)
         self.forget(sub)
         sub.sink.finish(emit_control(status, cursor))
 
