@@ -171,11 +171,11 @@ class Hub:
         """A subscription's stream is ready: refuse it, or acknowledge it and replay what it
         missed."""
         sink, head = sub.sink, self.log.head
-        if len(self._subs) >= self.limit:
-            sink.finish(_refusal(st.WATCHES_IN_ALL))
-            return
-        if self._owners[sink.owner] >= self.per_connection:
-            sink.finish(_refusal(st.WATCHES_PER_CONNECTION))
+        full = len(self._subs) >= self.limit
+        if full or self._owners[sink.owner] >= self.per_connection:
+            message = st.WATCHES_IN_ALL if full else st.WATCHES_PER_CONNECTION
+            log.info("watch refused: %s", message, extra=_about(sub))
+            sink.finish(_refusal(message))
             return
         if sub.since is not None and not self.log.resumable(sub.since):
             log.info("watch resync", extra={"path": sub.scope, "since": str(sub.since)})
