@@ -12,6 +12,7 @@ cut exactly the slices the reference's byte offsets cut.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,6 +24,7 @@ __all__ = [
     "Heading",
     "OwnSection",
     "headings",
+    "iter_own_sections",
     "opening_paragraph",
     "outline",
     "own_sections",
@@ -96,10 +98,9 @@ def slug(text: str) -> str:
     return _SLUG_DROPS.sub("", lower(text)).translate(_SPACE_TO_DASH)
 
 
-@lru_cache(maxsize=8)
-def _headings(body: str) -> tuple[Heading, ...]:
-    """The one parse ``headings``, ``section``, ``outline`` and ``own_sections`` share: anchors
-    deduplicated in document order, each subtree ending at the next heading of a level <= its."""
+def _parse(body: str) -> tuple[Heading, ...]:
+    """The one parse everything here shares: anchors deduplicated in document order, each
+    subtree ending at the next heading of a level <= its."""
     _, content_start = split_frontmatter(body)
     content = body[content_start:]
     found = find_headings(content)
@@ -129,6 +130,11 @@ def _headings(body: str) -> tuple[Heading, ...]:
         start, line_end = content_start + heading.start, content_start + heading.line_end
         result.append(Heading(heading.level, heading.text, anchor, start, end, count, line_end))
     return tuple(result)
+
+
+_headings = lru_cache(maxsize=8)(_parse)
+"""``headings``, ``section`` and ``outline`` share a parse (a client outlines, then fetches a
+section). The body index parses each body once and does not keep it here."""
 
 
 # --- the rule ---------------------------------------------------------------------------------
@@ -172,10 +178,18 @@ def own_sections(body: str) -> list[OwnSection]:
     the indexer drops it when its stripped text is empty. Then each heading's own text runs
     from the end of its first line to the next heading of any level; its trail is its ancestors'
     texts (pop while the top's level >= its level) and its own."""
+    return [found for _, found in iter_own_sections(body)]
+
+
+def iter_own_sections(body: str) -> Iterator[tuple[int, OwnSection]]:
+    """``own_sections`` one at a time, each with the offset where its own text starts: a caller
+    that handles one section at a time holds one section's text, not the whole body again."""
     _, content_start = split_frontmatter(body)
-    found = _headings(body)
-    preamble = body[content_start : found[0].start if found else len(body)]
-    sections = [OwnSection("", "", 0, (), preamble)]
+    found = _parse(body)
+    yield (
+        content_start,
+        OwnSection("", "", 0, (), body[content_start : found[0].start if found else len(body)]),
+    )
     stack: list[Heading] = []
     for index, heading in enumerate(found):
         while stack and stack[-1].level >= heading.level:
@@ -184,5 +198,4 @@ def own_sections(body: str) -> list[OwnSection]:
         stop = found[index + 1].start if index + 1 < len(found) else len(body)
         trail = tuple(h.text for h in stack)
         text = body[heading.line_end : stop]
-        sections.append(OwnSection(heading.anchor, heading.text, heading.level, trail, text))
-    return sections
+        yield heading.line_end, OwnSection(heading.anchor, heading.text, heading.level, trail, text)

@@ -1,12 +1,17 @@
-"""One body cut into the shared mdoutline sections and tokenized (protocol.md §10.3-10.4), as the
-compact, picklable record the body index is built from: the per-document half of indexing, the
-part a bulk build runs in worker processes.
+"""One body cut into the shared mdoutline sections and split into words (protocol.md §10.3-10.4),
+as the compact, picklable record the body index applies: the per-document half of indexing.
 
-Nothing per posting is a Python object: a section is a key ``document << DOC_SHIFT | section``,
-and a term's postings are such keys in an ``array('Q')`` beside a byte of flags each (term
-frequency capped at ``TF_MAX``, ``IN_TRAIL``, ``IN_HEADING``). Stripped text is never kept:
-a section keeps its span in the body (a snippet is cut again from there), its token count, its
-anchor and heading, and the document keeps its vocabulary, compressed, for removal.
+``analyze`` is a pure function of the body: it touches no index, so it can run in a thread or a
+worker process while the event loop serves others, and ``BodyIndex.apply`` only appends its
+arrays. Nothing per posting is a Python object: a term's postings are 32-bit entries
+``section << 8 | flags`` (sections numbered from 0 within the analysis; the index adds the base
+slot it gives them), flags being the term frequency capped at ``TF_MAX``, ``IN_TRAIL`` and
+``IN_HEADING``. Stripped text is never kept: a section keeps its span in the body (a snippet is
+cut again from there), its word count, its anchor and heading, and the document keeps its
+vocabulary, compressed, for removal.
+
+Memory is bounded per section, not per body: sections are cut, stripped and counted one at a
+time, so analysing a document costs a few times its size whatever its shape.
 """
 
 from __future__ import annotations
@@ -14,17 +19,14 @@ from __future__ import annotations
 import zlib
 from array import array
 from collections import Counter
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import chain, repeat
-from operator import and_, rshift
 
 from markproto.protocol import mdoutline
 from markproto.server.search.catalog import OwnFacts, own_facts
-from markproto.server.search.text import strip_markup, text_tokens, token_set
+from markproto.server.search.text import strip_markup, text_words, word_set
 
 __all__ = [
-    "DOC_SHIFT",
+    "FLAG_BITS",
     "IN_HEADING",
     "IN_TRAIL",
     "TF_MAX",
@@ -34,8 +36,8 @@ __all__ = [
     "analyze_many",
 ]
 
-DOC_SHIFT = 20
-"""Bits below the document id in a section key: a 1 MiB body has fewer than 2**19 headings."""
+FLAG_BITS = 8
+"""Bits below the section slot in a posting entry; the slot has the other 24."""
 TF_MAX = 63
 IN_TRAIL = 64
 IN_HEADING = 128
@@ -43,135 +45,150 @@ IN_HEADING = 128
 
 @dataclass(frozen=True, slots=True)
 class Postings:
-    """Postings ready to append to an index: for each term (``terms``, newline-joined; a token
-    never holds whitespace) ``counts[i]`` section keys and their flags, term after term, each
-    term's in document order."""
+    """Postings ready to append to an index: for each term (``terms``, newline-joined; a word
+    never holds whitespace) ``counts[i]`` entries ``section << 8 | flags``, term after term, each
+    term's in section order. Sections are numbered from 0 across everything analysed together."""
 
     terms: str
     counts: array[int]
-    keys: array[int]
-    flags: bytes
+    entries: array[int]
 
     @classmethod
-    def pack(cls, entries: Mapping[str, list[int]]) -> Postings:
-        """From term -> ``key << 8 | flags`` entries (the packing is all C-level)."""
-        flat = list(chain.from_iterable(entries.values()))
-        return cls(
-            "\n".join(entries),
-            array("I", map(len, entries.values())),
-            array("Q", map(rshift, flat, repeat(8))),
-            bytes(map(and_, flat, repeat(0xFF))),
-        )
-
-
-_EMPTY = Postings("", array("I"), array("Q"), b"")
+    def pack(cls, found: dict[str, array[int]]) -> Postings:
+        counts = array("I", map(len, found.values()))
+        entries = array("I")
+        for listed in found.values():
+            entries += listed
+        return cls("\n".join(found), counts, entries)
 
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """Everything the indexes need from one body, for the document id it will be indexed under
-    (``BodyIndex.reserve``)."""
+    """Everything the indexes need from one body."""
 
-    doc_id: int
     facts: OwnFacts
     spans: array[int]
     """Start and end of each section's own text: byte offsets, or ``str`` offsets when the body
     is not valid UTF-8 (``byte_spans`` False)."""
     byte_spans: bool
     lengths: array[int]
-    """Tokens per section (the BM25 length)."""
-    heads: array[int]
-    """Distinct tokens of each section's own heading (capped at 255)."""
+    """Words per section (the BM25 length of its text)."""
+    heads: bytes
+    """Distinct words of each section's own heading (capped at 255)."""
     names: str
     name_ends: array[int]
     """Anchor, then heading, of each section: item i is ``names[ends[i-1]:ends[i]]``."""
     vocab: bytes
     """The document's terms, newline-joined and compressed: all that removal needs."""
-    postings: Postings
-    """Empty when the postings travel in a batch's block (``analyze_many``)."""
+    postings: Postings | None
+    """None when the postings travel in a batch's block (``analyze_many``)."""
+
+    @property
+    def sections(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def slots(self) -> int:
+        """Index slots the document takes: one per section, and one for a document without
+        any, so that every document's first slot is its own."""
+        return max(len(self.lengths), 1)
 
 
-def analyze(body: bytes, doc_id: int) -> Analysis:
-    """Cut a body into the shared mdoutline sections and tokenize each (§10.4)."""
-    return _analyze(body, doc_id, Postings.pack)[0]
+def analyze(body: bytes) -> Analysis:
+    """Cut a body into the shared mdoutline sections and split each into words (§10.4)."""
+    found: dict[str, array[int]] = {}
+    analysis = _analyze(body, found, 0)
+    return _with_postings(analysis, Postings.pack(found))
 
 
-def analyze_many(jobs: list[tuple[bytes, int]]) -> tuple[list[Analysis], Postings]:
+def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], Postings]:
     """``analyze`` over a batch (the unit of work a bulk build sends to a worker process), with
-    the batch's postings in one block, so the index appends once per term, not per document."""
-    merged: dict[str, list[int]] = {}
+    the batch's postings in one block, sections numbered on across its documents, so the index
+    appends once per term, not per document."""
+    found: dict[str, array[int]] = {}
     analyses = []
-    for body, doc_id in jobs:
-        analysis, entries = _analyze(body, doc_id, lambda _: _EMPTY)
+    base = 0
+    for body in bodies:
+        analysis = _analyze(body, found, base)
         analyses.append(analysis)
-        for term, found in entries.items():
-            merged.setdefault(term, []).extend(found)
-    return analyses, Postings.pack(merged)
+        base += analysis.slots
+    return analyses, Postings.pack(found)
 
 
-def _analyze(
-    body: bytes, doc_id: int, pack: Callable[[dict[str, list[int]]], Postings]
-) -> tuple[Analysis, dict[str, list[int]]]:
+def _with_postings(analysis: Analysis, postings: Postings) -> Analysis:
+    return Analysis(
+        analysis.facts,
+        analysis.spans,
+        analysis.byte_spans,
+        analysis.lengths,
+        analysis.heads,
+        analysis.names,
+        analysis.name_ends,
+        analysis.vocab,
+        postings,
+    )
+
+
+def _analyze(body: bytes, found: dict[str, array[int]], base: int) -> Analysis:
+    """Append this body's postings to ``found`` (sections numbered from ``base``)."""
     try:
         text, valid = body.decode(), True
     except UnicodeDecodeError:
         text, valid = body.decode("utf-8", "replace"), False
-    _, content_start = mdoutline.split_frontmatter(text)
-    found = mdoutline.headings(text)
-    spans, lengths, heads, name_ends = array("I"), array("I"), array("B"), array("I")
+    spans, lengths, heads, name_ends = array("I"), array("I"), bytearray(), array("I")
     names: list[str] = []
-    entries: dict[str, list[int]] = {}
-    heading_tokens: dict[str, frozenset[str]] = {}
-    key = doc_id << DOC_SHIFT
+    mine: set[str] = set()
+    heading_words: dict[str, frozenset[str]] = {}
+    entry = base << 8
     size = 0
-    for index, section in enumerate(mdoutline.own_sections(text)):
+    for start, section in mdoutline.iter_own_sections(text):
         stripped = strip_markup(section.text)
         if not stripped and not section.heading:
             continue
-        tokens = text_tokens(stripped)
-        base = key << 8
-        for term, count in Counter(tokens).items():
-            entry = base | (count if count < TF_MAX else TF_MAX)
-            listed = entries.get(term)
+        words = text_words(stripped)
+        del stripped
+        for term, count in Counter(words).items():
+            listed = found.get(term)
             if listed is None:
-                entries[term] = [entry]
-            else:
-                listed.append(entry)
+                listed = found[term] = array("I")
+            listed.append(entry | (count if count < TF_MAX else TF_MAX))
+            mine.add(term)
         own: frozenset[str] = frozenset()
         for level, heading in enumerate(reversed(section.trail)):
-            found_tokens = heading_tokens.get(heading)
-            if found_tokens is None:
-                found_tokens = heading_tokens[heading] = frozenset(token_set((heading,)))
+            heading_set = heading_words.get(heading)
+            if heading_set is None:
+                heading_set = heading_words[heading] = frozenset(word_set((heading,)))
             flag = IN_TRAIL | IN_HEADING if level == 0 else IN_TRAIL
-            own = found_tokens if level == 0 else own
-            for term in found_tokens if level == 0 else found_tokens - own:
-                listed = entries.setdefault(term, [])
-                if listed and listed[-1] >> 8 == key:
+            if level == 0:
+                own = heading_set
+            for term in heading_set if level == 0 else heading_set - own:
+                listed = found.get(term)
+                if listed is None:
+                    listed = found[term] = array("I")
+                if listed and listed[-1] >> 8 == entry >> 8:
                     listed[-1] |= flag
                 else:
-                    listed.append(base | flag)
-        start = content_start if index == 0 else found[index - 1].line_end
+                    listed.append(entry | flag)
+                mine.add(term)
         spans.extend((start, start + len(section.text)))
-        lengths.append(len(tokens))
+        lengths.append(len(words))
         heads.append(min(len(own), 255))
         for name in (section.anchor, section.heading):
             names.append(name)
             size += len(name)
             name_ends.append(size)
-        key += 1
-    analysis = Analysis(
-        doc_id=doc_id,
+        entry += 1 << 8
+    return Analysis(
         facts=own_facts(text),
         spans=_byte_offsets(text, spans) if valid and not text.isascii() else spans,
         byte_spans=valid,
         lengths=lengths,
-        heads=heads,
+        heads=bytes(heads),
         names="".join(names),
         name_ends=name_ends,
-        vocab=zlib.compress("\n".join(entries).encode(), 1),
-        postings=pack(entries),
+        vocab=zlib.compress("\n".join(sorted(mine)).encode(), 1),
+        postings=None,
     )
-    return analysis, entries
 
 
 def _byte_offsets(text: str, offsets: array[int]) -> array[int]:

@@ -26,7 +26,7 @@ from markproto.protocol import mdoutline, metadata
 from markproto.protocol.gotext import SPACE, fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import base, in_scope
-from markproto.server.search.text import catalog_terms, token_set
+from markproto.server.search.text import catalog_terms, word_set
 
 log = logging.getLogger("markproto.server.search.catalog")
 
@@ -138,7 +138,7 @@ class Entry:
             importance=metadata.parse_importance(effective.get("importance")),
             modified=modified,
             meta=effective,
-            terms=frozenset(token_set((*tags, title))),
+            terms=frozenset(word_set((*tags, title))),
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
             title_key=lower(title),
             tag_keys=frozenset(fold(tag) for tag in tags),
@@ -252,7 +252,7 @@ class Catalog:
     def entries(self) -> Iterable[Entry]:
         return self._entries.values()
 
-    def search(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
+    def match(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
         """Catalog mode (§10.2): up to ``LOOKUP_MAX`` entries in scope passing every clause,
         by score, importance, newest, path. ``*`` matches all with score 0."""
         match_all = trim_space(query) == "*"
