@@ -10,8 +10,10 @@ slot it gives them), flags being the term frequency capped at ``TF_MAX``, ``IN_T
 cut again from there), its word count, its anchor and heading, and the document keeps its
 vocabulary, compressed, for removal.
 
-Memory is bounded per section, not per body: sections are cut, stripped and counted one at a
-time, so analysing a document costs a few times its size whatever its shape.
+Memory is bounded per section, not per body: the body is never decoded whole (the heading parse
+reads it a piece at a time, each section is decoded on its own), and sections are cut, stripped
+and counted one at a time, so analysing a document costs a few times its size whatever its
+shape.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import zlib
 from array import array
 from collections import Counter
 from dataclasses import dataclass
+from itertools import accumulate
 
 from markproto.protocol import mdoutline
 from markproto.server.search.catalog import OwnFacts, own_facts
@@ -53,14 +56,6 @@ class Postings:
     counts: array[int]
     entries: array[int]
 
-    @classmethod
-    def pack(cls, found: dict[str, array[int]]) -> Postings:
-        counts = array("I", map(len, found.values()))
-        entries = array("I")
-        for listed in found.values():
-            entries += listed
-        return cls("\n".join(found), counts, entries)
-
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
@@ -68,9 +63,7 @@ class Analysis:
 
     facts: OwnFacts
     spans: array[int]
-    """Start and end of each section's own text: byte offsets, or ``str`` offsets when the body
-    is not valid UTF-8 (``byte_spans`` False)."""
-    byte_spans: bool
+    """Start and end of each section's own text, in bytes (a section decodes on its own)."""
     lengths: array[int]
     """Words per section (the BM25 length of its text)."""
     heads: bytes
@@ -96,30 +89,128 @@ class Analysis:
 
 def analyze(body: bytes) -> Analysis:
     """Cut a body into the shared mdoutline sections and split each into words (§10.4)."""
-    found: dict[str, array[int]] = {}
+    found = _Found()
     analysis = _analyze(body, found, 0)
-    return _with_postings(analysis, Postings.pack(found))
+    return _with_postings(analysis, found.pack())
 
 
 def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], Postings]:
     """``analyze`` over a batch (the unit of work a bulk build sends to a worker process), with
     the batch's postings in one block, sections numbered on across its documents, so the index
     appends once per term, not per document."""
-    found: dict[str, array[int]] = {}
+    found = _Found()
     analyses = []
     base = 0
     for body in bodies:
         analysis = _analyze(body, found, base)
         analyses.append(analysis)
         base += analysis.slots
-    return analyses, Postings.pack(found)
+    return analyses, found.pack()
+
+
+class _Found:
+    """Postings as they are found: one entry array and, beside it, each entry's term number,
+    so a term costs its string and a few array items, not an array of its own."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.of = array("I")
+        """The term number of each entry."""
+        self.entries = array("I")
+        self.last = array("i")
+        """Per term number, the index of its latest entry."""
+        self.seen = array("i")
+        """Per term number, the latest document (``begin``'s count) that holds it."""
+        self.documents = 0
+        self.vocab: list[str] = []
+
+    def begin(self) -> None:
+        """A new document: ``vocab`` collects its terms."""
+        self.documents += 1
+        self.vocab = []
+
+    def add_text(self, counts: Counter[str], entry: int) -> None:
+        """One section's text words: a new entry per term (the section's first for each)."""
+        ids, last, seen, entries, of, vocab = (
+            self.ids,
+            self.last,
+            self.seen,
+            self.entries,
+            self.of,
+            self.vocab,
+        )
+        document = self.documents
+        for term, count in counts.items():
+            number = ids.get(term)
+            if number is None:
+                number = ids[term] = len(last)
+                last.append(-1)
+                seen.append(0)
+            if seen[number] != document:
+                seen[number] = document
+                vocab.append(term)
+            last[number] = len(entries)
+            entries.append(entry | (count if count < TF_MAX else TF_MAX))
+            of.append(number)
+
+    def add(self, term: str, entry: int) -> None:
+        """Record ``entry`` for ``term``, or-ing its flags into the term's latest entry when that
+        one is for the same section."""
+        number = self.ids.get(term)
+        if number is None:
+            number = self.ids[term] = len(self.last)
+            self.last.append(-1)
+            self.seen.append(0)
+        if self.seen[number] != self.documents:
+            self.seen[number] = self.documents
+            self.vocab.append(term)
+        at = self.last[number]
+        if at >= 0 and self.entries[at] >> FLAG_BITS == entry >> FLAG_BITS:
+            self.entries[at] |= entry
+            return
+        self.last[number] = len(self.entries)
+        self.entries.append(entry)
+        self.of.append(number)
+
+    def pack(self) -> Postings:
+        """Entries grouped by term (a counting sort: each term's stay in section order)."""
+        counts = array("I", bytes(4 * len(self.last)))
+        for number in self.of:
+            counts[number] += 1
+        places = array("I", accumulate(counts, initial=0))
+        out = array("I", bytes(4 * len(self.entries)))
+        for number, entry in zip(self.of, self.entries, strict=True):
+            out[places[number]] = entry
+            places[number] += 1
+        return Postings("\n".join(self.ids), counts, out)
+
+
+_PIECE = 1 << 14
+"""Characters of a section's text stripped and split at a time: markup stripping works line by
+line, so line-aligned pieces give the same words, and a long section's words are never all
+held as strings at once."""
+
+
+def _words(text: str) -> tuple[Counter[str], int, bool]:
+    """The word counts of a section's raw text, its length, and whether its stripped text is
+    non-empty."""
+    counts: Counter[str] = Counter()
+    length, has_text, start = 0, False, 0
+    while start < len(text):
+        stop = len(text) if len(text) - start <= _PIECE else text.find("\n", start + _PIECE) + 1
+        stripped = strip_markup(text[start : stop or len(text)])
+        has_text = has_text or bool(stripped)
+        words = text_words(stripped)
+        length += len(words)
+        counts.update(words)
+        start = stop or len(text)
+    return counts, length, has_text
 
 
 def _with_postings(analysis: Analysis, postings: Postings) -> Analysis:
     return Analysis(
         analysis.facts,
         analysis.spans,
-        analysis.byte_spans,
         analysis.lengths,
         analysis.heads,
         analysis.names,
@@ -129,74 +220,49 @@ def _with_postings(analysis: Analysis, postings: Postings) -> Analysis:
     )
 
 
-def _analyze(body: bytes, found: dict[str, array[int]], base: int) -> Analysis:
-    """Append this body's postings to ``found`` (sections numbered from ``base``)."""
-    try:
-        text, valid = body.decode(), True
-    except UnicodeDecodeError:
-        text, valid = body.decode("utf-8", "replace"), False
+def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
+    """Add this body's postings to ``found`` (sections numbered from ``base``)."""
     spans, lengths, heads, name_ends = array("I"), array("I"), bytearray(), array("I")
     names: list[str] = []
-    mine: set[str] = set()
     heading_words: dict[str, frozenset[str]] = {}
-    entry = base << 8
+    """The word sets of the current trail's headings (only those: a body may have 100k)."""
+    entry = base << FLAG_BITS
     size = 0
-    for start, section in mdoutline.iter_own_sections(text):
-        stripped = strip_markup(section.text)
-        if not stripped and not section.heading:
+    found.begin()
+    for start, stop, section in mdoutline.iter_own_sections(body):
+        counts, length, has_text = _words(section.text)
+        if not has_text and not section.heading:
             continue
-        words = text_words(stripped)
-        del stripped
-        for term, count in Counter(words).items():
-            listed = found.get(term)
-            if listed is None:
-                listed = found[term] = array("I")
-            listed.append(entry | (count if count < TF_MAX else TF_MAX))
-            mine.add(term)
+        found.add_text(counts, entry)
+        del counts
+        heading_words = {
+            heading: heading_words.get(heading) or frozenset(word_set((heading,)))
+            for heading in section.trail
+        }
         own: frozenset[str] = frozenset()
         for level, heading in enumerate(reversed(section.trail)):
-            heading_set = heading_words.get(heading)
-            if heading_set is None:
-                heading_set = heading_words[heading] = frozenset(word_set((heading,)))
-            flag = IN_TRAIL | IN_HEADING if level == 0 else IN_TRAIL
             if level == 0:
-                own = heading_set
-            for term in heading_set if level == 0 else heading_set - own:
-                listed = found.get(term)
-                if listed is None:
-                    listed = found[term] = array("I")
-                if listed and listed[-1] >> 8 == entry >> 8:
-                    listed[-1] |= flag
-                else:
-                    listed.append(entry | flag)
-                mine.add(term)
-        spans.extend((start, start + len(section.text)))
-        lengths.append(len(words))
+                own = heading_words[heading]
+                for term in own:
+                    found.add(term, entry | IN_TRAIL | IN_HEADING)
+            else:
+                for term in heading_words[heading] - own:
+                    found.add(term, entry | IN_TRAIL)
+        spans.extend((start, stop))
+        lengths.append(length)
         heads.append(min(len(own), 255))
         for name in (section.anchor, section.heading):
             names.append(name)
             size += len(name)
             name_ends.append(size)
-        entry += 1 << 8
+        entry += 1 << FLAG_BITS
     return Analysis(
-        facts=own_facts(text),
-        spans=_byte_offsets(text, spans) if valid and not text.isascii() else spans,
-        byte_spans=valid,
+        facts=own_facts(body),
+        spans=spans,
         lengths=lengths,
         heads=bytes(heads),
         names="".join(names),
         name_ends=name_ends,
-        vocab=zlib.compress("\n".join(sorted(mine)).encode(), 1),
+        vocab=zlib.compress("\n".join(sorted(found.vocab)).encode(), 1),
         postings=None,
     )
-
-
-def _byte_offsets(text: str, offsets: array[int]) -> array[int]:
-    """Ascending ``str`` offsets as UTF-8 byte offsets, in one pass."""
-    out = array("I")
-    done = position = 0
-    for offset in offsets:
-        position += len(text[done:offset].encode())
-        done = offset
-        out.append(position)
-    return out

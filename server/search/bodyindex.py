@@ -129,7 +129,6 @@ class _Doc:
     content_hash: str
     start: int
     spans: array[int]
-    byte_spans: bool
     lengths: array[int]
     heads: bytes
     names: str
@@ -186,11 +185,7 @@ class Hit:
         if self.section < 0:
             return ""
         start, end = self.doc.spans[2 * self.section : 2 * self.section + 2]
-        if self.doc.byte_spans:
-            own = body[start:end].decode()
-        else:
-            own = body.decode("utf-8", "replace")[start:end]
-        return snippet(own, terms, rarity)
+        return snippet(body[start:end].decode("utf-8", "replace"), terms, rarity)
 
 
 def _flag_map(entries: array[int]) -> dict[int, int]:
@@ -273,7 +268,6 @@ class BodyIndex:
                 content_hash,
                 start,
                 analysis.spans,
-                analysis.byte_spans,
                 analysis.lengths,
                 analysis.heads,
                 analysis.names,

@@ -60,9 +60,13 @@ class OwnFacts:
     h1: str
 
 
-def own_facts(body: str) -> OwnFacts:
+def own_facts(body: str | bytes) -> OwnFacts:
+    """The facts of a body; UTF-8 bytes are read a piece at a time, never decoded whole."""
     block, content = mdoutline.split_frontmatter(body)
-    return OwnFacts(_frontmatter(block) if block is not None else {}, _first_h1(body, content))
+    fallbacks = _frontmatter(block) if block is not None else {}
+    if isinstance(body, str):
+        return OwnFacts(fallbacks, _first_h1(body, content))
+    return OwnFacts(fallbacks, _first_h1_of_bytes(body, content))
 
 
 def _frontmatter(block: str) -> dict[str, str]:
@@ -96,6 +100,23 @@ def _first_h1(body: str, start: int) -> str:
         return ""
     end = body.find("\n", match.end())
     return trim_space(body[match.end() : end if end >= 0 else len(body)])
+
+
+_PIECE = 1 << 16
+
+
+def _first_h1_of_bytes(body: bytes, content: int) -> str:
+    """``_first_h1`` of the decoded body, decoding line-aligned pieces until one holds it."""
+    start = 0
+    while start < len(body):
+        stop = body.find(b"\n", start + _PIECE) + 1 or len(body)
+        piece = body[start:stop].decode("utf-8", "replace")
+        # the first piece includes what comes before the content (a BOM is not a line start)
+        offset = len(body[:content].decode("utf-8", "replace")) if start == 0 else 0
+        if _H1.search(piece, offset) is not None:
+            return _first_h1(piece, offset)
+        start = max(stop, content)
+    return ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -136,7 +136,9 @@ class Rows:
                 text = strip_markup(section.text)
                 if not text and not section.heading:
                     continue
-                row = Row(path, section.anchor, text_words(text), sorted(word_set(section.trail)), title)
+                row = Row(
+                    path, section.anchor, text_words(text), sorted(word_set(section.trail)), title
+                )
                 for word in {*row.text, *row.trail}:
                     self.holding.setdefault(word, set()).add(len(self.rows))
                 self.rows.append(row)
@@ -342,10 +344,18 @@ class Bench:
             scores = engine.scores(terms)
             order = sorted(
                 candidates,
-                key=lambda i: (-scores.get(i, 0.0), self.rows.rows[i].path, self.rows.rows[i].anchor or ""),
+                key=lambda i: (
+                    -scores.get(i, 0.0),
+                    self.rows.rows[i].path,
+                    self.rows.rows[i].anchor or "",
+                ),
             )
             shown = self.shown[query]
-            return [shown[self.rows.rows[i].key] for i in order[:LIMIT] if self.rows.rows[i].key in shown]
+            return [
+                shown[self.rows.rows[i].key]
+                for i in order[:LIMIT]
+                if self.rows.rows[i].key in shown
+            ]
 
         return ranked
 
@@ -364,7 +374,14 @@ def engine_table(benches: Sequence[Bench]) -> list[list[str]]:
         for label, ranked in engines.items():
             sc = evaluate(bench.questions, ranked)
             out.append(
-                [bench.name, label, f"{sc.hit1:.2f}", f"{sc.hit3:.2f}", f"{sc.mrr:.3f}", f"{sc.size:,.0f}"]
+                [
+                    bench.name,
+                    label,
+                    f"{sc.hit1:.2f}",
+                    f"{sc.hit3:.2f}",
+                    f"{sc.mrr:.3f}",
+                    f"{sc.size:,.0f}",
+                ]
             )
     return out
 
@@ -455,10 +472,14 @@ def main() -> None:
         lines += [
             f"Cross-corpus check over {len(grid())} weight sets ({', '.join(f'{k} in {v}' for k, v in GRID.items())}; the other weights as shipped), hit@1 / MRR@10:",
             "",
-            perfkit.table(["weights", "values", "where chosen", "reported on the other"], cross_table(benches)),
+            perfkit.table(
+                ["weights", "values", "where chosen", "reported on the other"], cross_table(benches)
+            ),
             "",
         ]
-    dropped = "; ".join(f"{b.name} {len(b.dropped)} ({', '.join(map(repr, b.dropped)) or 'none'})" for b in benches)
+    dropped = "; ".join(
+        f"{b.name} {len(b.dropped)} ({', '.join(map(repr, b.dropped)) or 'none'})" for b in benches
+    )
     lines.append(NOTES.format(dropped=dropped))
     print("\n".join(lines))
     perfkit.write_section("LOOKUP retrieval quality", "\n".join(lines))

@@ -41,10 +41,9 @@ def unpack(postings: Postings | None) -> dict[str, list[tuple[int, int]]]:
 
 
 def own_texts(body: bytes, analysis: Analysis) -> list[str]:
-    text = body if analysis.byte_spans else body.decode("utf-8", "replace")
     spans = list(analysis.spans)
-    cut = [text[start:end] for start, end in zip(spans[0::2], spans[1::2], strict=True)]
-    return [c.decode() if isinstance(c, bytes) else c for c in cut]
+    cut = [body[start:end] for start, end in zip(spans[0::2], spans[1::2], strict=True)]
+    return [c.decode("utf-8", "replace") for c in cut]
 
 
 def test_blank_bodies_and_frontmatter() -> None:
@@ -70,15 +69,13 @@ def test_flags_frequency_and_headings() -> None:
     assert name_list(analysis) == ["guide", "Guide", "kiwi-kiwi", "Kiwi kiwi", "leaf", "Leaf"]
 
 
-def test_spans_are_bytes_of_valid_utf8_and_str_offsets_otherwise() -> None:
+def test_spans_are_bytes_and_sections_decode_on_their_own() -> None:
     valid = "é preamble\n\n# Ünï\n\nçà text\n".encode()
     analysis = analyze(valid)
-    assert analysis.byte_spans
     assert list(analysis.spans) == [0, 13, 21, 32]  # in str: 0, 12, 18, 27
     assert own_texts(valid, analysis) == ["é preamble\n\n", "\nçà text\n"]
     broken = "é\n\n# A\n\n".encode() + b"\xff x\n"
     analysis = analyze(broken)
-    assert not analysis.byte_spans
     assert own_texts(broken, analysis) == ["é\n\n", "\n\ufffd x\n"]
 
 

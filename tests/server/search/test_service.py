@@ -4,6 +4,7 @@ the same index as inline puts."""
 
 from __future__ import annotations
 
+import multiprocessing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,8 +12,6 @@ import pytest
 
 from markproto.protocol import storefmt, wire
 from markproto.protocol.bodies import LookupRow, render_lookup
-import multiprocessing
-
 from markproto.server.search.service import BadQuery, Lookup, parse_query
 from markproto.server.storage.store import Loaded
 
@@ -221,6 +220,10 @@ def test_a_query_is_read_in_the_reference_order(meta: dict[str, str], message: s
 def test_a_query_keeps_what_the_request_said() -> None:
     query = parse_query({"query": "  *  ", "limit": "5000", "match": ""})
     assert (query.text, query.mode, query.limit, query.clauses, query.body) == (
-        "*", "catalog", 1000, (), False
+        "*",
+        "catalog",
+        1000,
+        (),
+        False,
     )
     assert parse_query({"query": "ab", "match": "body"}).body
