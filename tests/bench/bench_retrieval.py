@@ -469,8 +469,10 @@ def main() -> None:
         "",
     ]
     if not args.no_grid:
+        ranges = ", ".join(f"{name} in {values}" for name, values in GRID.items())
         lines += [
-            f"Cross-corpus check over {len(grid())} weight sets ({', '.join(f'{k} in {v}' for k, v in GRID.items())}; the other weights as shipped), hit@1 / MRR@10:",
+            f"Cross-corpus check over {len(grid())} weight sets ({ranges}; the other weights as"
+            " shipped), hit@1 / MRR@10:",
             "",
             perfkit.table(
                 ["weights", "values", "where chosen", "reported on the other"], cross_table(benches)
