@@ -18,6 +18,7 @@ shape.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from array import array
 from collections import Counter
@@ -90,8 +91,7 @@ class Analysis:
 def analyze(body: bytes) -> Analysis:
     """Cut a body into the shared mdoutline sections and split each into words (§10.4)."""
     found = _Found()
-    analysis = _analyze(body, found, 0)
-    return _with_postings(analysis, found.pack())
+    return dataclasses.replace(_analyze(body, found, 0), postings=found.pack())
 
 
 def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], Postings]:
@@ -205,19 +205,6 @@ def _words(text: str) -> tuple[Counter[str], int, bool]:
         counts.update(words)
         start = stop or len(text)
     return counts, length, has_text
-
-
-def _with_postings(analysis: Analysis, postings: Postings) -> Analysis:
-    return Analysis(
-        analysis.facts,
-        analysis.spans,
-        analysis.lengths,
-        analysis.heads,
-        analysis.names,
-        analysis.name_ends,
-        analysis.vocab,
-        postings,
-    )
 
 
 def _analyze(body: bytes, found: _Found, base: int) -> Analysis:

@@ -79,14 +79,15 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     """
     weights = list(rarity) or [1.0] * len(terms)
     loose = loose_text(raw)
-    bounds: dict[int, tuple[int, float]] = {}
+    counts: dict[int, int] = {}
+    totals: dict[int, float] = {}
     for term, weight in zip(terms, weights, strict=True):
         line = done = 0  # the line of ``done``, a line start
         at = loose.find(term)
         while at >= 0:
             line += loose.count("\n", done, at)
-            count, total = bounds.get(line, (0, 0.0))
-            bounds[line] = (count + 1, total + weight)
+            counts[line] = counts.get(line, 0) + 1
+            totals[line] = totals.get(line, 0.0) + weight
             done = loose.find("\n", at) + 1
             if not done:
                 break
@@ -94,15 +95,14 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
             at = loose.find(term, done)
     lines = raw.split("\n")
     best, best_line, best_key = "", -1, (0, 0.0)
-    for line, bound in sorted(bounds.items(), key=lambda item: (-item[1][0], -item[1][1], item[0])):
+    for line in sorted(counts, key=lambda line: (-counts[line], -totals[line], line)):
+        bound = (counts[line], totals[line])
         if bound < best_key or (bound == best_key and line > best_line):
             break
         stripped = strip_line(lines[line])
         held = lower(stripped)
-        key = (0, 0.0)
-        for term, weight in zip(terms, weights, strict=True):
-            if term in held:
-                key = (key[0] + 1, key[1] + weight)
+        found = [weight for term, weight in zip(terms, weights, strict=True) if term in held]
+        key = (len(found), sum(found))
         if key > best_key or (key == best_key and key[0] and line < best_line):
             best, best_line, best_key = stripped, line, key
     if not best_key[0]:

@@ -264,12 +264,22 @@ def test_snippets_come_from_the_right_bytes() -> None:
     assert index.snippets("broken") == ["broken \ufffd byte"]
 
 
-def oracle_snippet(raw: str, terms: Sequence[str]) -> str:
-    best, best_hits = "", -1
+def test_snippet_prefers_the_rarest_terms() -> None:
+    raw = "alpha common\nbeta common\nbeta\n"
+    assert snippet(raw, ["alpha", "beta", "common"], [1.0, 5.0, 0.1]) == "beta common"
+    assert snippet(raw, ["alpha", "beta", "common"]) == "alpha common"  # alike: the first
+    assert snippet(raw + "alpha beta common", ["alpha", "beta", "common"], [1.0, 5.0, 0.1]) == (
+        "alpha beta common"  # the most distinct terms come first
+    )
+
+
+def oracle_snippet(raw: str, terms: Sequence[str], rarity: Sequence[float]) -> str:
+    best, best_key = "", (-1, 0.0)
     for line in strip_markup(raw).split("\n"):
-        hits = sum(term in go_lower(line) for term in terms)
-        if hits > best_hits:
-            best, best_hits = line, hits
+        found = [w for term, w in zip(terms, rarity, strict=True) if term in go_lower(line)]
+        key = (len(found), sum(found))
+        if key > best_key:
+            best, best_key = line, key
     return best if len(best.encode()) <= 240 else snippet(best, ["\n"])
 
 
@@ -291,7 +301,8 @@ SNIPPET_TEXT = st.lists(
 )
 def test_snippet_is_the_literal_rule(raw: str, terms: list[str]) -> None:
     terms = list(dict.fromkeys(terms))
-    assert snippet(raw, terms) == oracle_snippet(raw, terms)
+    rarity = [float(len(term) % 3) for term in terms]  # ties and orders alike
+    assert snippet(raw, terms, rarity) == oracle_snippet(raw, terms, rarity)
 
 
 # --- removal -----------------------------------------------------------------------------------
