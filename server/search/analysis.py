@@ -10,10 +10,10 @@ slot it gives them), flags being the term frequency capped at ``TF_MAX``, ``IN_T
 cut again from there), its word count, its anchor and heading, and the document keeps its
 vocabulary, compressed, for removal.
 
-Memory is bounded per section, not per body: the body is never decoded whole (the heading parse
-reads it a piece at a time, each section is decoded on its own), and sections are cut, stripped
-and counted one at a time, so analysing a document costs a few times its size whatever its
-shape.
+Transient memory is bounded per piece, not per body: the body is never decoded whole (the heading
+parse reads it a line-aligned piece at a time, each section is decoded on its own), and sections
+are cut, stripped and counted one at a time (long ones a piece at a time). What stays is per
+distinct word and per heading: their strings, while the document is analysed.
 """
 
 from __future__ import annotations

@@ -399,10 +399,12 @@ class BodyIndex:
         title (then at least one is in text or trail, or the document is a bare row). So the
         candidates are the sections of the term with the fewest (its postings, plus every
         section of the documents whose tags or title hold it), narrowed term by term."""
-        docs = self._docs
+        docs, starts = self._docs, self._starts
+        per_doc = self._sections / len(docs) if docs else 0.0
 
-        def reach(j: int) -> int:
-            return len(lists[j]) + sum(docs[start].sections for start in holders[j])
+        def reach(j: int) -> float:
+            """About how many sections term j admits (the order only changes the work)."""
+            return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
         flags: list[dict[int, int]] = [{} for _ in lists]
@@ -414,8 +416,14 @@ class BodyIndex:
         for j in order[1:]:
             here = flags[j] = _flags_for(lists[j], keys)
             present = keys.intersection(here)
-            for start in holders[j]:
-                present.update(keys.intersection(range(start, start + docs[start].sections)))
+            held = holders[j]
+            if held:
+                # the rest of the keys stay when their document's tags or title hold the term
+                present.update(
+                    key
+                    for key in keys.difference(present)
+                    if starts[bisect_right(starts, key) - 1] in held
+                )
             keys = present
         return keys, flags
 
@@ -457,34 +465,36 @@ class BodyIndex:
     ) -> list[tuple[float, int, int]]:
         """``(-score, first slot, section)`` for each section row."""
         w = self.weights
-        k1, b, hb = w.k1, w.b, w.heading_b
+        k1, trail = w.k1, w.trail
         mean, mean_heading, mean_doc = self._norms()
-        trail = w.trail
+        # each field's length normalization as c + slope * length
+        text_c, text_slope = 1 - w.b, w.b / mean
+        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
+        scale = [weight * (k1 + 1) for weight in idf]
         out: list[tuple[float, int, int]] = []
         for doc, group in groups:
             start, lengths, heads, prior = doc.start, doc.lengths, doc.heads, -doc.prior
             doc_weight = self._doc_weight(doc.entry, mean_doc)
             terms = [
                 (weight, found, doc_weight if start in held else 0.0)
-                for weight, found, held in zip(idf, flags, holders, strict=True)
+                for weight, found, held in zip(scale, flags, holders, strict=True)
             ]
             for key in group:
                 section = key - start
-                text = 1 / (1 - b + b * lengths[section] / mean)
-                heading = w.heading / (1 - hb + hb * heads[section] / mean_heading)
+                text = 1 / (text_c + text_slope * lengths[section])
                 raw = 0.0
                 for weight, found, in_doc in terms:
                     flag = found.get(key, 0)
-                    tf = text * (flag & TF_MAX)
                     # a heading, an ancestor's, the title: one field per term, the nearest
                     if flag & IN_HEADING:
-                        tf += heading
+                        tf = w.heading / (head_c + head_slope * heads[section])
                     elif flag & IN_TRAIL:
-                        tf += trail
+                        tf = trail
                     else:
-                        tf += in_doc
+                        tf = in_doc
+                    tf += text * (flag & TF_MAX)
                     if tf:
-                        raw += weight * tf * (k1 + 1) / (k1 + tf)
+                        raw += weight * tf / (k1 + tf)
                 out.append((raw * prior, start, section))
         return out
 

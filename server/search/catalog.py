@@ -131,7 +131,7 @@ class Entry:
     meta: dict[str, str]
     """Persisted publisher metadata plus the frontmatter fallbacks; filters compare against it."""
     terms: frozenset[str]
-    """Body-match tokens of the tags and the title (§10.1)."""
+    """Body-match words of the tags and the title (§10.1)."""
     demote: float
     """0.5 under a ``journal`` path segment, else 1."""
     title_key: str
