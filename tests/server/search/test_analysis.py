@@ -20,6 +20,7 @@ from markproto.server.search.analysis import (
     analyze,
     analyze_many,
 )
+from markproto.server.search.catalog import own_facts
 from markproto.server.search.text import strip_markup
 
 
@@ -124,3 +125,19 @@ def test_analysis_is_the_kept_sections(body: bytes) -> None:
         assert [s for s, _ in rows] == sorted({s for s, _ in rows})
     vocab = zlib.decompress(analysis.vocab).decode()
     assert sorted(postings) == sorted(vocab.split("\n") if vocab else [])
+
+
+FACTS_BODY = st.builds(
+    lambda front, lines, pad: (front + pad + "\n".join(lines)).encode("utf-8", "surrogateescape"),
+    st.sampled_from(["", "---\ntitle: T\ntags: [a, b]\n---\n", "\ufeff", "\ufeff---\nx: y\n---\n"]),
+    st.lists(st.sampled_from(["# Title é", "  # Sp", "#No", "text", "\udcff", "## Sub", ""])),
+    st.sampled_from(["", "x" * 70_000 + "\n"]),  # past the first piece
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(FACTS_BODY)
+def test_facts_from_bytes_are_the_facts_of_the_text(body: bytes) -> None:
+    """The catalog's facts read from the bytes a piece at a time equal those of the decoded
+    text: the frontmatter fallbacks and the first ``# `` line."""
+    assert own_facts(body) == own_facts(body.decode("utf-8", "replace"))
