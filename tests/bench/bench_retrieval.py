@@ -457,6 +457,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--no-grid", action="store_true", help="skip the cross-corpus grid")
     args = parser.parse_args()
+    try:
+        import bm25s  # noqa: F401
+        import tantivy  # noqa: F401
+    except ImportError as exc:
+        sys.exit(f"bench_retrieval: {exc.name} is missing: pip install -e '.[test,bench]'")
     benches = [Bench.load(name) for name in CORPORA]
     lines = [perfkit.stamp("retrieval"), ""]
     for bench in benches:
