@@ -500,8 +500,8 @@ def _new_root() -> Any:
 def _parse_blocks(lines: list[str], root: Any) -> tuple[Any, bool]:
     """The block tree of ``\\n``-terminated lines, link definitions stored in ``root``, and
     whether the last block may still be open at the end (a fence or an HTML block that ran out
-    of lines, or link reference definitions, which mistletoe reads past a heading line). The
-    caller holds ``_LOCK``."""
+    of lines, or link reference definitions that reach the end). The caller holds
+    ``_LOCK``."""
     with _patched((mistletoe_token, "_root_node", root)):
         parsed = _tokenize_block(lines)
         document = block_token.Document([])
@@ -509,12 +509,18 @@ def _parse_blocks(lines: list[str], root: Any) -> tuple[Any, bool]:
     if not parsed:
         return document, False
     kind, result, _ = parsed[-1]
-    open_ = (
-        kind is _Footnote
-        or (kind is _CodeFence and not result[0])
-        or (kind is _HtmlBlock and not result)
-    )
-    return document, open_
+    open_ = (kind is _CodeFence and not result[0]) or (kind is _HtmlBlock and not result)
+    return document, open_ or _definitions_reach_end(parsed, lines)
+
+
+def _definitions_reach_end(parsed: Any, lines: list[str]) -> bool:
+    """Whether a top-level block that mistletoe tried as link reference definitions has no blank
+    line after it: mistletoe reads definitions up to a blank line, past heading lines, so more
+    lines could still make them parse (or parse differently)."""
+    for _, _, number in reversed(parsed):
+        if lines[number - 1].lstrip().startswith("["):
+            return not any(not line.strip() for line in lines[number:])
+    return False
 
 
 # --- heading text -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 import zlib
 from array import array
 from bisect import bisect_left, bisect_right
@@ -188,17 +189,31 @@ class Hit:
         return snippet(body[start:end].decode("utf-8", "replace"), terms, rarity)
 
 
-def _flag_map(entries: array[int]) -> dict[int, int]:
-    """slot -> flags of every entry (C-level)."""
-    slots = map(rshift, entries, repeat(FLAG_BITS))
-    return dict(zip(slots, map(and_, entries, repeat(_FLAGS)), strict=True))
+def _slots(entries: array[int]) -> array[int]:
+    """The slot of every entry, in C: on a little-endian machine an entry's bytes are its flags
+    then its slot, so the bytes shifted by one, every fourth zeroed, are the slots."""
+    if sys.byteorder != "little" or not entries:
+        return array("I", map(rshift, entries, repeat(FLAG_BITS)))
+    shifted = bytearray(memoryview(entries).cast("B")[1:])
+    shifted.append(0)
+    shifted[3::4] = bytes(len(entries))
+    out = array("I")
+    out.frombytes(shifted)
+    return out
+
+
+def _flags(entries: array[int]) -> bytes:
+    """The flags of every entry (the low byte of each)."""
+    if sys.byteorder != "little":
+        return bytes(map(and_, entries, repeat(_FLAGS)))
+    return memoryview(entries).cast("B")[0::4].tobytes()
 
 
 def _flags_for(entries: array[int], keys: set[int]) -> dict[int, int]:
     """A map holding the flags of those ``keys`` present in ``entries``: by bisection when
     ``keys`` are few, else all the entries (a superset is as good to look keys up in)."""
     if len(keys) * 8 >= len(entries):
-        return _flag_map(entries)
+        return dict(zip(_slots(entries), _flags(entries), strict=True))
     size = len(entries)
     out = {}
     for key in keys:
@@ -407,15 +422,16 @@ class BodyIndex:
             return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
-        flags: list[dict[int, int]] = [{} for _ in lists]
-        flags[order[0]] = _flag_map(lists[order[0]])
-        keys = set(flags[order[0]])
+        keys = set(_slots(lists[order[0]]))
         for start in holders[order[0]]:
             if start not in bare:
                 keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
-            here = flags[j] = _flags_for(lists[j], keys)
-            present = keys.intersection(here)
+            entries = lists[j]
+            if len(keys) * 8 >= len(entries):
+                present = keys.intersection(_slots(entries))
+            else:
+                present = set(_flags_for(entries, keys))
             held = holders[j]
             if held:
                 # the rest of the keys stay when their document's tags or title hold the term
@@ -425,7 +441,7 @@ class BodyIndex:
                     if starts[bisect_right(starts, key) - 1] in held
                 )
             keys = present
-        return keys, flags
+        return keys, [_flags_for(entries, keys) for entries in lists]
 
     def _groups(self, keys: list[int]) -> list[tuple[_Doc, list[int]]]:
         """Sorted slots grouped by document."""
