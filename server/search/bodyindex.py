@@ -26,7 +26,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
 from operator import add, and_, rshift
 
 from markproto.protocol.gotext import lower
@@ -79,34 +79,32 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     bound left can beat what was found.
     """
     weights = list(rarity) or [1.0] * len(terms)
+    # (distinct terms, then rarity) as one number: each term found adds more than all rarity
+    big = sum(weights) + 1.0
+    values = [big + weight for weight in weights]
     loose = loose_text(raw)
-    counts: dict[int, int] = {}
-    totals: dict[int, float] = {}
-    for term, weight in zip(terms, weights, strict=True):
+    bounds: dict[int, float] = {}
+    for term, value in zip(terms, values, strict=True):
         line = done = 0  # the line of ``done``, a line start
         at = loose.find(term)
         while at >= 0:
             line += loose.count("\n", done, at)
-            counts[line] = counts.get(line, 0) + 1
-            totals[line] = totals.get(line, 0.0) + weight
+            bounds[line] = bounds.get(line, 0.0) + value
             done = loose.find("\n", at) + 1
             if not done:
                 break
             line += 1
             at = loose.find(term, done)
     lines = raw.split("\n")
-    best, best_line, best_key = "", -1, (0, 0.0)
-    for line in sorted(counts, key=lambda line: (-counts[line], -totals[line], line)):
-        bound = (counts[line], totals[line])
+    best, best_line, best_key = "", -1, 0.0
+    for line, bound in sorted(bounds.items(), key=lambda item: (-item[1], item[0])):
         if bound < best_key or (bound == best_key and line > best_line):
             break
         stripped = strip_line(lines[line])
-        held = lower(stripped)
-        found = [weight for term, weight in zip(terms, weights, strict=True) if term in held]
-        key = (len(found), sum(found))
-        if key > best_key or (key == best_key and key[0] and line < best_line):
+        key = sum(compress(values, map(lower(stripped).__contains__, terms)))
+        if key > best_key or (key == best_key and key and line < best_line):
             best, best_line, best_key = stripped, line, key
-    if not best_key[0]:
+    if not best_key:
         best = next(filter(None, map(strip_line, lines)), "")
     return _cut(best)
 
@@ -422,26 +420,30 @@ class BodyIndex:
             return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
-        keys = set(_slots(lists[order[0]]))
+        flags: list[dict[int, int]] = [{} for _ in lists]
+        first = lists[order[0]]
+        flags[order[0]] = dict(zip(_slots(first), _flags(first), strict=True))
+        keys = set(flags[order[0]])
         for start in holders[order[0]]:
             if start not in bare:
                 keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
-            entries = lists[j]
-            if len(keys) * 8 >= len(entries):
-                present = keys.intersection(_slots(entries))
-            else:
-                present = set(_flags_for(entries, keys))
+            here = flags[j] = _flags_for(lists[j], keys)
+            present = keys.intersection(here)
             held = holders[j]
-            if held:
-                # the rest of the keys stay when their document's tags or title hold the term
-                present.update(
-                    key
-                    for key in keys.difference(present)
-                    if starts[bisect_right(starts, key) - 1] in held
-                )
+            rest = keys.difference(present) if held else ()
+            if rest:
+                # the rest of the keys stay when their document's tags or title hold the term:
+                # look up each one's document, or list the held documents' slots if fewer
+                if sum(docs[start].sections for start in held) <= 4 * len(rest):
+                    for start in held:
+                        present.update(rest.intersection(range(start, start + docs[start].slots)))
+                else:
+                    present.update(
+                        key for key in rest if starts[bisect_right(starts, key) - 1] in held
+                    )
             keys = present
-        return keys, [_flags_for(entries, keys) for entries in lists]
+        return keys, flags
 
     def _groups(self, keys: list[int]) -> list[tuple[_Doc, list[int]]]:
         """Sorted slots grouped by document."""
@@ -542,7 +544,12 @@ class BodyIndex:
             while scored and scored[0][0] == top[0]:
                 group.append(heapq.heappop(scored))
             if len(group) > 1:
-                group.sort(key=lambda row: (docs[row[1]].entry.path, _anchor(docs[row[1]], row[2])))
+                if len({start for _, start, _ in group}) == len(group):  # one row a document
+                    group.sort(key=lambda row: docs[row[1]].entry.path)
+                else:
+                    group.sort(
+                        key=lambda row: (docs[row[1]].entry.path, _anchor(docs[row[1]], row[2]))
+                    )
             for score, start, section in group[: LOOKUP_MAX - given]:
                 yield Hit(docs[start], section, -score)
             given += len(group)
