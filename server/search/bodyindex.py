@@ -394,13 +394,11 @@ class BodyIndex:
         holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
         bare = set.intersection(*holders)
         keys, flags = self._match(lists, holders, bare)
-        groups = self._groups(sorted(keys))
-        if accept is not None:
-            groups = [(doc, group) for doc, group in groups if accept(doc.entry)]
-            bare = {start for start in bare if accept(self._docs[start].entry)}
-        groups = [(doc, group) for doc, group in groups if doc.start not in bare]
         idf = self.rarity(terms)
-        return self._ranked(self._score(groups, idf, holders, flags) + self._score_bare(bare, idf))
+        sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
+        if accept is not None:
+            bare = {start for start in bare if accept(self._docs[start].entry)}
+        return self._ranked(sections + self._score_bare(bare, idf))
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
@@ -445,19 +443,6 @@ class BodyIndex:
             keys = present
         return keys, flags
 
-    def _groups(self, keys: list[int]) -> list[tuple[_Doc, list[int]]]:
-        """Sorted slots grouped by document."""
-        out: list[tuple[_Doc, list[int]]] = []
-        starts, docs = self._starts, self._docs
-        end = -1
-        for key in keys:
-            if key >= end:
-                doc = docs[starts[bisect_right(starts, key) - 1]]
-                end = doc.start + doc.slots
-                out.append((doc, []))
-            out[-1][1].append(key)
-        return out
-
     # -- ranking ----------------------------------------------------------------------------------
 
     def _norms(self) -> tuple[float, float, float]:
@@ -476,44 +461,59 @@ class BodyIndex:
 
     def _score(
         self,
-        groups: Sequence[tuple[_Doc, list[int]]],
+        keys: list[int],
         idf: Sequence[float],
         holders: Sequence[set[int]],
         flags: Sequence[dict[int, int]],
+        bare: set[int],
+        accept: Callable[[Entry], bool] | None,
     ) -> list[tuple[float, int, int]]:
-        """``(-score, first slot, section)`` for each section row."""
+        """``(-score, first slot, section)`` for each of the sorted ``keys`` whose document is
+        accepted and not a bare row (a bare row stands for all of its document's sections)."""
         w = self.weights
-        k1, trail = w.k1, w.trail
+        k1, trail, heading_weight = w.k1, w.trail, w.heading
         mean, mean_heading, mean_doc = self._norms()
         # each field's length normalization as c + slope * length
         text_c, text_slope = 1 - w.b, w.b / mean
         head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
+        doc_c, doc_slope = 1 - w.doc_b, w.doc_b / mean_doc
         scale = [weight * (k1 + 1) for weight in idf]
+        starts, docs = self._starts, self._docs
         out: list[tuple[float, int, int]] = []
-        for doc, group in groups:
-            start, lengths, heads, prior = doc.start, doc.lengths, doc.heads, -doc.prior
-            doc_weight = self._doc_weight(doc.entry, mean_doc)
-            terms = [
-                (weight, found, doc_weight if start in held else 0.0)
-                for weight, found, held in zip(scale, flags, holders, strict=True)
-            ]
-            for key in group:
-                section = key - start
-                text = 1 / (text_c + text_slope * lengths[section])
-                raw = 0.0
-                for weight, found, in_doc in terms:
-                    flag = found.get(key, 0)
-                    # a heading, an ancestor's, the title: one field per term, the nearest
-                    if flag & IN_HEADING:
-                        tf = w.heading / (head_c + head_slope * heads[section])
-                    elif flag & IN_TRAIL:
-                        tf = trail
-                    else:
-                        tf = in_doc
-                    tf += text * (flag & TF_MAX)
-                    if tf:
-                        raw += weight * tf / (k1 + tf)
-                out.append((raw * prior, start, section))
+        end, skip = -1, True
+        start, lengths, heads, prior = 0, array("I"), b"", 0.0
+        terms: list[tuple[float, dict[int, int], float]] = []
+        for key in keys:
+            if key >= end:  # the next document: keys are sorted
+                doc = docs[starts[bisect_right(starts, key) - 1]]
+                start, end = doc.start, doc.start + doc.slots
+                skip = start in bare or (accept is not None and not accept(doc.entry))
+                if skip:
+                    continue
+                lengths, heads, prior = doc.lengths, doc.heads, -doc.prior
+                doc_weight = w.doc / (doc_c + doc_slope * len(doc.entry.terms))
+                terms = [
+                    (weight, found, doc_weight if start in held else 0.0)
+                    for weight, found, held in zip(scale, flags, holders, strict=True)
+                ]
+            elif skip:
+                continue
+            section = key - start
+            text = 1 / (text_c + text_slope * lengths[section])
+            raw = 0.0
+            for weight, found, in_doc in terms:
+                flag = found.get(key, 0)
+                # a heading, an ancestor's, the title: one field per term, the nearest
+                if flag & IN_HEADING:
+                    tf = heading_weight / (head_c + head_slope * heads[section])
+                elif flag & IN_TRAIL:
+                    tf = trail
+                else:
+                    tf = in_doc
+                tf += text * (flag & TF_MAX)
+                if tf:
+                    raw += weight * tf / (k1 + tf)
+            out.append((raw * prior, start, section))
         return out
 
     def _score_bare(self, bare: set[int], idf: Sequence[float]) -> list[tuple[float, int, int]]:
