@@ -1,4 +1,4 @@
-"""Stored capability tokens (``MARK_HOME/tokens.toml``) and which token a request to a host carries.
+"""Stored capability tokens (``environment.home()/tokens.toml``) and which token a request carries.
 
 The file is the reference client's format, one table per authority, so both clients share it::
 
