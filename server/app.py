@@ -30,6 +30,8 @@ from markproto.server.storage.content import Content
 log = logging.getLogger("markproto.server")
 
 TOKEN_CHECK_INTERVAL = 2.0
+TOKEN_REFRESH_INTERVAL = 0.05
+"""Seconds between tokens-file checks asked for by unknown tokens."""
 SUMMARY_INTERVAL = 60.0
 """Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`)."""
 DRAIN_TIMEOUT = 10.0
@@ -68,6 +70,7 @@ class App:
         self._cert: tuple[Path, Path] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._first_token_file: Path | None = None
+        self._refreshed = -TOKEN_REFRESH_INTERVAL
 
     @property
     def port(self) -> int:
@@ -130,6 +133,7 @@ class App:
             lookup=lookup,
             grants=self._grants(),
             read_only=config.read_only,
+            refresh=self._refresh,
         )
         limiter = RateLimiter(config.rate_limit, config.rate_burst)
         allow = None
@@ -235,8 +239,25 @@ class App:
                 log.exception("periodic job failed")
 
     def _check(self) -> None:
-        if self._tokens is not None and self._tokens.check_changed() and self._ctx is not None:
-            self._ctx.grants = self._grants()
+        """The periodic look at the tokens file (edits that only revoke or narrow a token)."""
+        self._refreshed = -TOKEN_REFRESH_INTERVAL
+        self._refresh()
+
+    def _refresh(self) -> bool:
+        """Reload the tokens file if it changed, at most once per ``TOKEN_REFRESH_INTERVAL``:
+        an unknown token asks for it, so a flood of bogus tokens costs one ``stat`` per interval."""
+        now = time.monotonic()
+        if (
+            self._tokens is None
+            or self._ctx is None
+            or now - self._refreshed < TOKEN_REFRESH_INTERVAL
+        ):
+            return False
+        self._refreshed = now
+        if not self._tokens.check_changed():
+            return False
+        self._ctx.grants = self._grants()
+        return True
 
     async def rescan(self) -> None:
         """Pick up files changed on disk behind the server's back (a sync tool, a restore)."""

@@ -68,7 +68,7 @@ class Mark(click.Group):
     ) -> Any:
         from markproto.client.cli import failures
 
-        return failures.run(self, args, prog_name or "mark", complete_var, **extra)
+        return failures.run(self, args, "mark", complete_var, **extra)
 
 
 @click.group(cls=Mark, context_settings={"help_option_names": ["-h", "--help"]})

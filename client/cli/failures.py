@@ -113,8 +113,8 @@ def usage_line(exc: click.UsageError, argv: Sequence[str] = ()) -> str:
         group = exc.ctx.command
         assert isinstance(group, click.Group)
         close = difflib.get_close_matches(unknown[1], group.list_commands(exc.ctx), n=2)
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        return f"no such command {unknown[1]!r}; {hint}(see '{where} --help')"
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        return f"no such command {unknown[1]!r}{hint} (see '{where} --help')"
     if isinstance(exc, _CLICK_OWN) or "extra argument" in message:
         return f"{message} (see '{where} --help')"
     return message
