@@ -37,7 +37,6 @@ from markproto.client.results import LookupResult, Result
 from markproto.client.tokenstore import Tokens, TokenStore, valid_token
 from markproto.client.trust import Trust
 from markproto.protocol import errors as protocol_errors
-from markproto.protocol.bodies import parse_lookup
 from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH
 from markproto.protocol.metadata import CONTROL_KEYS
 from markproto.protocol.status import Status
@@ -228,6 +227,8 @@ class Client:
             meta["match"] = match
         url = self.url(target)
         result = await self._read(url, "LOOKUP", meta)
+        from markproto.protocol.bodies import parse_lookup  # only LOOKUP parses a body
+
         try:
             rows = tuple(parse_lookup(result.body)) if result.status == Status.OK else ()
         except protocol_errors.ProtocolError as exc:

@@ -23,16 +23,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from functools import cmp_to_key, lru_cache
-
-import yaml
+from functools import cache, cmp_to_key, lru_cache
+from typing import TYPE_CHECKING
 
 from markproto.protocol.errors import MalformedRequest
 
-try:
-    from yaml import CBaseLoader as _BaseLoader
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml import BaseLoader as _BaseLoader  # type: ignore[assignment]
+if TYPE_CHECKING:
+    import yaml
 
 # --- key order (yaml.v3 sorter.go) ------------------------------------------------------------
 
@@ -345,14 +342,24 @@ _FAST_LINE = re.compile(
 one without escapes: what the reference client and this project send."""
 
 
-class _Loader(_BaseLoader):
-    """Composes nodes only, marking untagged plain scalars so plain nulls can be told apart from
-    quoted and explicitly tagged ones (PyYAML's base resolver tags them all ``str``)."""
+@cache
+def _loader() -> type[yaml.BaseLoader]:
+    """The full path's loader, built on first use: PyYAML costs tens of milliseconds to import,
+    which a client that only ever meets the fast path (``mark fetch``) should not pay.
 
-    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
-        if kind is yaml.ScalarNode and implicit[0]:
-            return _UNTAGGED_PLAIN
-        return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+    It composes nodes only, marking untagged plain scalars so plain nulls can be told apart from
+    quoted and explicitly tagged ones (PyYAML's base resolver tags them all ``str``)."""
+    import yaml
+
+    base: type[yaml.BaseLoader] = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+
+    class Loader(base):  # type: ignore[valid-type,misc]
+        def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
+            if kind is yaml.ScalarNode and implicit[0]:
+                return _UNTAGGED_PLAIN
+            return str(super().resolve(kind, value, implicit))
+
+    return Loader
 
 
 def load(block: str | bytes) -> dict[str, str]:
@@ -382,7 +389,9 @@ def _load_fast(block: str) -> dict[str, str] | None:
 
 
 def _load_full(block: str) -> dict[str, str]:
-    loader = _Loader(block)
+    import yaml
+
+    loader = _loader()(block)
     try:
         root = loader.get_node() if loader.check_node() else None
     except yaml.YAMLError as exc:
@@ -414,6 +423,8 @@ def _is_null(node: yaml.Node) -> bool:
 
 
 def _text(node: yaml.Node) -> str:
+    import yaml
+
     if not isinstance(node, yaml.ScalarNode):
         raise MalformedRequest("metadata values must be strings")
     if node.tag not in (_UNTAGGED_PLAIN, _STR_TAG):

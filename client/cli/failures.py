@@ -11,7 +11,6 @@ documented exit status, never a traceback, and under ``-json`` one JSON object o
 
 from __future__ import annotations
 
-import difflib
 import errno
 import os
 import re
@@ -109,6 +108,8 @@ def usage_line(exc: click.UsageError, argv: Sequence[str] = ()) -> str:
         return f"{message} (see '{where} --help')"
     unknown = re.fullmatch(r"No such command '(.*)'\.", message)
     if unknown and isinstance(exc.ctx and exc.ctx.command, click.Group):
+        import difflib
+
         assert exc.ctx is not None
         group = exc.ctx.command
         assert isinstance(group, click.Group)
@@ -139,6 +140,8 @@ def similar_options(typed: str, ctx: click.Context) -> list[str]:
         if isinstance(param, click.Option):
             for opt in (*param.opts, *param.secondary_opts):
                 names.setdefault(opt.lstrip("-"), param.opts[0])
+    import difflib
+
     word = typed.lstrip("-").partition("=")[0]
     if not word:
         return []

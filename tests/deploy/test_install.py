@@ -173,9 +173,7 @@ def test_the_printed_launch_starts_the_server_as_the_unit_would(
     env_file.write_text(re.sub(r"MARK_PORT=\d+", f"MARK_PORT={port}", text))
     command = line.replace(str(staged.root), str(root))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MARK_", "STATE_"))}
-    proc = subprocess.Popen(
-        ["bash", "-c", command], stderr=subprocess.PIPE, text=True, env=env
-    )
+    proc = subprocess.Popen(["bash", "-c", command], stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stderr is not None
         lines = []

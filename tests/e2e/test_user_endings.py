@@ -203,7 +203,7 @@ def test_client_state_follows_xdg_unless_dot_mark_exists(site: Site, tmp_path: P
     pinged = mark(env, "ping", site.url)
     assert pinged.returncode == 0, pinged.stderr
     pins = tmp_path / ".config/markproto/known_hosts"
-    assert f"pinned certificate sha256:" in pinged.stderr
+    assert "pinned certificate sha256:" in pinged.stderr
     assert str(pins) in pinged.stderr
     assert pins.is_file()
     (tmp_path / ".mark").mkdir()
