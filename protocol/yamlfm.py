@@ -208,12 +208,25 @@ def _resolves_to_string(s: str) -> bool:
 # --- scalar style (yaml.v3 emitterc.go) -------------------------------------------------------
 
 _BREAKS = "\r\n\x85\u2028\u2029"
-_NON_PRINTABLE = re.compile(r"[^\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
-"""The complement of yaml.v3's ``is_printable``: astral characters and the BOM count as
-non-printable, so they force double quotes."""
-_DOUBLE_ESCAPED = re.compile(
-    r"[^\x20\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
-)
+
+
+@cache
+def _non_printable() -> re.Pattern[str]:
+    """The complement of yaml.v3's ``is_printable``: astral characters and the BOM count as
+    non-printable, so they force double quotes. Compiled on first use, as is
+    ``_double_escaped``: a class over most of the BMP takes ~9 ms to compile, which every
+    process that never quotes a scalar (a ``mark fetch``) would pay at import."""
+    return re.compile(r"[^\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+
+
+@cache
+def _double_escaped() -> re.Pattern[str]:
+    """The characters a double-quoted scalar writes as escapes."""
+    return re.compile(
+        r"[^\x20\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
+    )
+
+
 _SHORT_ESCAPES = {
     "\0": "\\0",
     "\a": "\\a",
@@ -254,7 +267,7 @@ def _escape_char(m: re.Match[str]) -> str:
 
 
 def _double_quoted(s: str) -> str:
-    return '"' + _DOUBLE_ESCAPED.sub(_escape_char, s) + '"'
+    return '"' + _double_escaped().sub(_escape_char, s) + '"'
 
 
 def _single_quoted(s: str) -> str:
@@ -282,7 +295,7 @@ def _plain_and_single_allowed(s: str) -> tuple[bool, bool]:
             indicators = True
         if c == "\t":
             tabs = True
-        elif _NON_PRINTABLE.match(c):
+        elif _non_printable().match(c):
             special = True
         if c == " ":
             break_space = break_space or previous_break
