@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from markproto.client.errors import StatusError
-from markproto.protocol.bodies import LookupRow
 from markproto.protocol.status import SUCCESS, Status
+
+if TYPE_CHECKING:
+    from markproto.protocol.bodies import LookupRow
 
 MAX_MESSAGE = 500
 """Characters of a refusal's message: enough for any fixed message, bounded for a hostile one."""

@@ -7,6 +7,9 @@ import click
 from markproto.client.cli.options import INSECURE, TIMEOUT, TRUST_NEW
 from markproto.client.cli.output import note
 
+_EXTRA = frozenset({"mcp", "pydantic", "pydantic_core", "anyio", "starlette", "httpx"})
+"""Top-level modules of the ``mcp`` extra: one of them missing means the extra is not installed."""
+
 
 @click.command()
 @click.option(
@@ -35,7 +38,16 @@ def mcp(
     import asyncio
 
     from markproto.client import Client, UsageError, environment
-    from markproto.client.mcp import serve
+
+    try:
+        from markproto.client.mcp import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in _EXTRA:
+            raise
+        raise click.UsageError(
+            "mark mcp needs the mcp extra (the MCP SDK), which is not installed: "
+            "pip install 'markproto[mcp]'"
+        ) from None
     from markproto.protocol.errors import InvalidURL
     from markproto.protocol.url import parse_url
 

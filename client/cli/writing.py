@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import IO
 
 import click
 
 from markproto.client.cli.options import (
+    YES,
     Options,
     body_options,
+    confirm_pruning,
     read_body,
     read_meta,
     resolve,
     server_options,
     url_argument,
 )
-from markproto.client.cli.output import Failed, emit, note
+from markproto.client.cli.output import Failed, emit, note, print_json
 from markproto.client.cli.session import run
 
+UNCHANGED = "no changes, nothing published"
 _WAITING_EDITORS = frozenset({"code", "zed", "subl", "atom"})
 """GUI editors that return at once unless told to wait for the file to be closed."""
 
@@ -37,6 +36,7 @@ _WAITING_EDITORS = frozenset({"code", "zed", "subl", "atom"})
     help="Replace version N only; 0 creates a new document only.",
 )
 @click.option("-force", "--force", is_flag=True, help="Overwrite whatever is there, unchecked.")
+@YES
 @server_options
 def publish(
     opts: Options,
@@ -46,6 +46,7 @@ def publish(
     pairs: tuple[str, ...],
     expected_version: int | None,
     force: bool,
+    yes: bool,
 ) -> None:
     """Publish a new version of a document.
 
@@ -60,6 +61,7 @@ def publish(
         )
     target = resolve(url)
     body, meta = read_body(text, file), read_meta(pairs)
+    confirm_pruning(target, meta, yes)
     emit(
         opts,
         run(
@@ -81,6 +83,7 @@ def publish(
     type=click.IntRange(min=1),
     help="Append to version N only (default: the current version, fetched first).",
 )
+@YES
 @server_options
 def append(
     opts: Options,
@@ -89,6 +92,7 @@ def append(
     file: IO[bytes] | None,
     pairs: tuple[str, ...],
     expected_version: int | None,
+    yes: bool,
 ) -> None:
     """Add text to the end of a document.
 
@@ -98,6 +102,7 @@ def append(
     body, meta = read_body(text, file), read_meta(pairs)
     if not body:
         raise click.UsageError("append needs a non-empty body")
+    confirm_pruning(target, meta, yes)
     emit(
         opts,
         run(
@@ -124,13 +129,19 @@ def archive(opts: Options, url: str | None) -> None:
 
 @click.command()
 @url_argument
+@YES
 @server_options
-def edit(opts: Options, url: str | None) -> None:
+def edit(opts: Options, url: str | None, yes: bool) -> None:
     """Edit a document in $EDITOR and publish it.
 
     The new version is published over the version you fetched. If that fails (someone else
     published meanwhile, say), your text is kept in a temporary file whose name is printed.
     """
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
     target = resolve(url)
     if target.anchor or not target.path.endswith(".md"):
         raise click.BadParameter(
@@ -149,6 +160,7 @@ def edit(opts: Options, url: str | None) -> None:
     else:
         emit(opts, current)
         return
+    confirm_pruning(target, meta, yes)
     fd, name = tempfile.mkstemp(prefix=f"mark-edit-{Path(target.path).stem}-", suffix=".md")
     with os.fdopen(fd, "wb") as out:
         out.write(before)
@@ -170,7 +182,9 @@ def edit(opts: Options, url: str | None) -> None:
     after = Path(name).read_bytes()
     if after == before:
         os.unlink(name)
-        note("no changes, nothing published")
+        if opts.as_json:
+            print_json({"status": "unchanged", "message": UNCHANGED, "exit_code": 0})
+        note(UNCHANGED)
         return
     if not after.strip():
         os.unlink(name)

@@ -710,4 +710,4 @@ def test_a_token_without_host_is_not_sent_anywhere() -> None:
 def test_host_must_be_a_bare_server(host: str, message: str) -> None:
     result = CliRunner().invoke(main, ["mcp", "-host", host], input="")
     assert result.exit_code == 2
-    assert f"Error: Invalid value for -host: {message}" in result.stderr
+    assert f"mark: Invalid value for -host: {message}" in result.stderr
