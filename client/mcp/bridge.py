@@ -17,9 +17,10 @@ from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 from mcp.types import Resource as MCPResource
 from mcp.types import Tool as MCPTool
-from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
 from markproto.client import Client
@@ -162,8 +163,9 @@ async def serve(client: Client, hosts: Sequence[MarkURL] = (), profile: Profile 
 
 
 class _Server(MCPServer[Any]):
-    """``MCPServer`` with four changes for agents: an argument the schema refuses is one line
-    naming the argument and the rule (not pydantic's multi-line text with a URL); ``tools/list``
+    """``MCPServer`` with five changes for agents: an argument the schema refuses is one line
+    naming the argument and the rule (not pydantic's multi-line text with a URL), and so is a
+    prompt's missing argument; ``tools/list``
     leaves out pydantic's ``title`` annotations (a tenth of its bytes, read every session);
     resource URIs may carry ``#anchor`` (the SDK's template matcher stops ``{+path}`` at ``#``,
     so the first ``#`` is escaped before matching); and ``resources/list`` adds what
@@ -187,6 +189,20 @@ class _Server(MCPServer[Any]):
             if not isinstance(cause, ValidationError):
                 raise
             raise ToolError(f"Error executing tool {name}: {argument_errors(cause)}") from cause
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Any = None
+    ) -> Any:
+        """A missing argument or unknown prompt is a clear protocol error (the SDK's own check
+        raises a ValueError, which the 2026 dispatcher reports as an internal error)."""
+        prompts = {prompt.name: prompt for prompt in await self.list_prompts()}
+        if name not in prompts:
+            raise MCPError(INVALID_PARAMS, f"no prompt {name!r} (prompts: {', '.join(prompts)})")
+        given = arguments or {}
+        for argument in prompts[name].arguments or []:
+            if argument.required and not given.get(argument.name):
+                raise MCPError(INVALID_PARAMS, f"{argument.name}: required")
+        return await super().get_prompt(name, arguments, context)
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         return await super().read_resource(str(uri).replace("#", "%23", 1), context)
