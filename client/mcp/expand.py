@@ -200,8 +200,8 @@ class _Expansion:
             if expanded == MAX_RELATED or self.room - self.used < MIN_BLOCK:
                 break
             url = _same_server(top, target)
-            if url is None or url in seen or (url, "") in self.shown:
-                continue  # another server's, listed twice, or already shown as a row
+            if url is None or url in seen or url in self.docs:
+                continue  # another server's, listed twice, or a row's (in the table already)
             seen.add(url)
             related = await self.document(url)
             if related is None:

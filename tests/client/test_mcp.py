@@ -54,11 +54,6 @@ WRITES = {"mark_publish": (True, True), "mark_append": (False, False), "mark_arc
 """destructiveHint, idempotentHint of the write tools."""
 
 
-@pytest.fixture(params=["auto", "legacy"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
     async with running_server(tmp_path / "root", tokens=TOKENS) as running:

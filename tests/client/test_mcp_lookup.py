@@ -26,11 +26,6 @@ BIG = f"# Big\n\nIntro.\n\n{FILLER}## Window\n\nThe receive window of the big on
 FRAME = re.compile(r"^>>> (/\S+(?: outline)?)$", re.M)
 
 
-@pytest.fixture(params=["auto", "legacy"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 async def servers(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, RunningServer]]:
     async with (

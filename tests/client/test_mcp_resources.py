@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from mcp.shared.exceptions import MCPError
 from support.agent import live_client, session
-from support.server import WRITE_TOKEN, RunningServer, running_server
+from support.server import WRITE_TOKEN, RunningServer
 
 from markproto.client import Client, Tokens
 from markproto.protocol import wire
 from markproto.protocol.url import MarkURL, parse_url
 
 QUIC = "# QUIC notes\n\nIntro.\n\n## Flow control\n\nThe receive window doubles.\n"
-
-
-@pytest.fixture(params=["auto", "legacy"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
-    async with running_server(tmp_path / "root") as running:
-        yield running
 
 
 def writer(server: RunningServer) -> Client:

@@ -4,13 +4,12 @@ and conflicts merged three ways (``on_conflict: merge``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 
 import pytest
 from support.agent import Session, live_client, session, split
-from support.server import WRITE_TOKEN, RunningServer, running_server
+from support.server import WRITE_TOKEN, RunningServer
 
 from markproto.client import Tokens
 from markproto.protocol.url import parse_url
@@ -24,17 +23,6 @@ META = {
 }
 BASE = "# Notes\n\nalpha\n\nbeta\n\ngamma\n"
 Connect = Callable[[], AbstractAsyncContextManager[Session]]
-
-
-@pytest.fixture(params=["auto", "legacy"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
-    async with running_server(tmp_path / "root") as running:
-        yield running
 
 
 @pytest.fixture
