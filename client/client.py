@@ -37,8 +37,8 @@ from markproto.client.results import LookupResult, Result
 from markproto.client.tokenstore import Tokens, TokenStore, valid_token
 from markproto.client.trust import Trust
 from markproto.protocol import errors as protocol_errors
-from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH
-from markproto.protocol.metadata import CONTROL_KEYS
+from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
+from markproto.protocol.metadata import CONTROL_KEYS, validate
 from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
 from markproto.protocol.wire import Request, Response, emit_request, parse_response
@@ -277,6 +277,8 @@ class Client:
             if current.version is None:
                 raise UnreadableResponse(f"{url}: the server sent no version", sent=True)
             expected_version = current.version
+            separator = 0 if current.body.endswith(b"\n") else 1  # the server's rule
+            _check_size(len(current.body) + separator + len(body), "the appended document")
         return await self._write(url, "APPEND", body, expected_version, meta)
 
     async def archive(self, target: MarkURL | str) -> Result:
@@ -310,10 +312,15 @@ class Client:
         expected_version: int | None,
         meta: Mapping[str, str] | None,
     ) -> Result:
+        _check_size(len(body), "body")
         request_meta = dict(meta or {})
         control = sorted(CONTROL_KEYS.intersection(request_meta))
         if control:
             raise UsageError(f"metadata key {control[0]!r} is set by the client, not by callers")
+        try:
+            validate(request_meta)
+        except protocol_errors.InvalidMetadata as exc:
+            raise UsageError(f"metadata: {exc}") from None
         token = self.tokens.for_authority(url.authority)
         if token is not None:
             request_meta["auth"] = token
@@ -367,6 +374,12 @@ def _whole(url: MarkURL, verb: str) -> MarkURL:
             f"{url}: {verb} writes the whole document, not one section: drop #{url.anchor}"
         )
     return url
+
+
+def _check_size(size: int, what: str) -> None:
+    """Refuse a write the server would refuse for its size, before any byte is sent."""
+    if size > MAX_BODY:
+        raise UsageError(f"{what} is {size:,} bytes; a document holds at most {MAX_BODY:,} (1 MiB)")
 
 
 def _request(verb: str, url: MarkURL, meta: dict[str, str], body: bytes) -> Request:

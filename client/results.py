@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
 from markproto.client.errors import StatusError
+from markproto.protocol.metadata import RESERVED_KEYS
 from markproto.protocol.status import SUCCESS, Status
 
 if TYPE_CHECKING:
@@ -41,6 +42,12 @@ class Result:
         if self.meta.get("complete") == "false":
             return self.meta.get("next-cursor") or None
         return None
+
+    @property
+    def publisher_meta(self) -> dict[str, str]:
+        """The metadata a publisher set (tags, importance, title, ``rel-*`` ...): every key but
+        those the server sets in responses (version, modified, etag, ...)."""
+        return {k: v for k, v in self.meta.items() if k not in RESERVED_KEYS}
 
     @property
     def message(self) -> str:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
-from typing import IO
+import shlex
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import click
 
@@ -22,6 +26,10 @@ from markproto.client.cli.output import Failed, emit, note, print_json
 from markproto.client.cli.session import run
 
 UNCHANGED = "no changes, nothing published"
+if TYPE_CHECKING:
+    from markproto.client import Client, Result
+    from markproto.protocol.url import MarkURL
+
 _WAITING_EDITORS = frozenset({"code", "zed", "subl", "atom"})
 """GUI editors that return at once unless told to wait for the file to be closed."""
 
@@ -37,6 +45,14 @@ _WAITING_EDITORS = frozenset({"code", "zed", "subl", "atom"})
 )
 @click.option("-force", "--force", is_flag=True, help="Overwrite whatever is there, unchecked.")
 @YES
+@click.option(
+    "-on-conflict",
+    "--on-conflict",
+    type=click.Choice(["fail", "merge"]),
+    default="fail",
+    show_default=True,
+    help="merge: merge with the newer version three ways (base: -expected-version).",
+)
 @server_options
 def publish(
     opts: Options,
@@ -47,11 +63,24 @@ def publish(
     expected_version: int | None,
     force: bool,
     yes: bool,
+    on_conflict: str,
 ) -> None:
     """Publish a new version of a document.
 
-    The text comes from -body, -file or stdin. An empty body unarchives the document.
+    The text comes from -body, -file or stdin. An empty body unarchives the document. With
+    -on-conflict merge, a conflict is merged with the current version: a clean merge is
+    published, an overlap is printed with <<<<<<< markers to resolve (exit 1).
     """
+    if on_conflict == "merge":
+        if expected_version is None:
+            raise click.UsageError(
+                "-on-conflict merge needs -expected-version N (the version you started from)"
+            )
+        target = resolve(url)
+        body, meta = read_body(text, file), read_meta(pairs)
+        confirm_pruning(target, meta, yes)
+        merge_published(opts, target, body, expected_version, meta)
+        return
     if force and expected_version is not None:
         raise click.UsageError("-force and -expected-version exclude each other")
     if not force and expected_version is None:
@@ -71,6 +100,46 @@ def publish(
                 target, body, expected_version=expected_version, meta=meta
             ),
         ),
+    )
+
+
+def merge_published(
+    opts: Options, target: MarkURL, body: bytes, expected: int, meta: dict[str, str]
+) -> None:
+    """``publish -on-conflict merge``: ``client.publishing`` does the merge; this prints it."""
+    from markproto.client import publishing
+
+    outcome: list[publishing.Published] = []
+
+    async def job(client: Client) -> Result:
+        done = await publishing.publish(
+            client, target, body, expected_version=expected, meta=meta, on_conflict="merge"
+        )
+        outcome.append(done)
+        return done.result
+
+    run(opts, target, job)
+    done = outcome[0]
+    merge = done.merge
+    if merge is None:
+        emit(opts, done.result)
+        return
+    between = f"your edit of v{merge.base_version} and v{merge.server_version}"
+    report = {"merge": {"conflicts": merge.conflicts, "clashes": list(merge.clashes)}}
+    if merge.published:
+        emit(opts, done.result, notes=[f"merged {between}: clean, published"], extra=report)
+        return
+    clashes = f"; metadata both sides changed: {', '.join(merge.clashes)}" if merge.clashes else ""
+    emit(
+        opts,
+        done.result,
+        merge.text.encode(),
+        notes=[
+            f"{merge.conflicts} overlapping region(s) between {between}{clashes}; the merged "
+            "text is on stdout: resolve the <<<<<<< markers and publish it with "
+            f"-expected-version {merge.server_version}"
+        ],
+        extra=report,
     )
 
 
@@ -137,10 +206,6 @@ def edit(opts: Options, url: str | None, yes: bool) -> None:
     The new version is published over the version you fetched. If that fails (someone else
     published meanwhile, say), your text is kept in a temporary file whose name is printed.
     """
-    import shlex
-    import subprocess
-    import tempfile
-    from pathlib import Path
 
     target = resolve(url)
     if target.anchor or not target.path.endswith(".md"):
