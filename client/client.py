@@ -14,26 +14,32 @@ left (``sent`` is false); once any byte may have reached the server its outcome 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from types import TracebackType
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from markproto.client import environment
 from markproto.client.cache import Cache, conditions
-from markproto.client.connection import (
+from markproto.client.connection import DIAL_TIMEOUT, Pool
+from markproto.client.errors import (
+    AnchorNotFound,
     ConnectionLost,
-    Pool,
+    InvalidURL,
+    OutcomeUnknown,
     RequestTimeout,
     StreamReset,
     TransportError,
     Unreachable,
+    UnreadableResponse,
+    UsageError,
 )
-from markproto.client.tokenstore import Tokens
-from markproto.protocol.bodies import LookupRow, parse_lookup
-from markproto.protocol.errors import MalformedResponse
-from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH
-from markproto.protocol.metadata import CONTROL_KEYS
-from markproto.protocol.status import SUCCESS, Status
+from markproto.client.results import LookupResult, Result
+from markproto.client.tokenstore import Tokens, TokenStore, valid_token
+from markproto.client.trust import Trust
+from markproto.protocol import errors as protocol_errors
+from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
+from markproto.protocol.metadata import CONTROL_KEYS, validate
+from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
 from markproto.protocol.wire import Request, Response, emit_request, parse_response
 
@@ -42,85 +48,22 @@ RETRY_DELAY = 0.1
 RETRY_WINDOW = 2.0
 """Seconds after the first attempt during which a failed request may still be retried."""
 KEEPALIVE = 25.0
-"""Seconds between PINGs on the default pool's idle connections, inside any server's idle timeout
-(the reference's 30 s), so a long-lived client keeps its connections."""
+"""Seconds between PINGs on idle pooled connections, inside any server's idle timeout (the
+reference's 30 s), so a long-lived client keeps its connections."""
 _TRANSIENT = (Unreachable, ConnectionLost, StreamReset, RequestTimeout)
 """Failures another attempt may cure; TLS, ALPN, pin and size failures would only repeat."""
 _CACHED_VERBS = frozenset({"FETCH", "LIST"})
-_MAX_ANCHORS_SHOWN = 20
-
-CATALOG_FALLBACK_NOTE = (
-    "server answered from the catalog (no body match); an empty table is not evidence of absence"
-)
-
-
-class ClientError(Exception):
-    """A result the client cannot deliver although the server answered."""
-
-
-class AnchorNotFound(ClientError):
-    """``url#anchor`` names no section of the fetched document."""
-
-    def __init__(self, url: MarkURL, anchors: list[str]) -> None:
-        shown = ", ".join(f"#{a}" for a in anchors[:_MAX_ANCHORS_SHOWN])
-        hidden = len(anchors) - _MAX_ANCHORS_SHOWN
-        more = f" and {hidden} more" if hidden > 0 else ""
-        where = f"sections: {shown}{more}" if anchors else "the document has no headings"
-        super().__init__(f"{url}: no section #{url.anchor} ({where})")
-        self.anchors = anchors
-
-
-class OutcomeUnknown(TransportError):
-    """A write's bytes may have reached the server but no readable answer came back."""
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """A server's answer: ``status``, metadata without ``status``, the body as sent."""
-
-    status: str
-    meta: dict[str, str]
-    body: bytes
-    from_cache: bool = False
-    """The server said ``not-modified`` and this is the cached response it confirmed."""
-
-    @property
-    def ok(self) -> bool:
-        """``ok``, ``created`` or ``not-modified``: the request did what it asked."""
-        return self.status in SUCCESS
-
-    @property
-    def version(self) -> int | None:
-        value = self.meta.get("version", "")
-        return int(value) if value.isascii() and value.isdigit() else None
-
-    @property
-    def next_cursor(self) -> str | None:
-        """The cursor of the next LIST page, None on the last page."""
-        if self.meta.get("complete") == "false":
-            return self.meta.get("next-cursor") or None
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class LookupResult(Result):
-    """A LOOKUP answer with its table parsed."""
-
-    rows: tuple[LookupRow, ...] = ()
-    body_requested: bool = False
-
-    @property
-    def answered_from_catalog(self) -> bool:
-        """Body match was asked but the server matched the catalog only (an older server): an
-        empty table then says nothing about whether section text mentions the query."""
-        return self.status == Status.OK and self.body_requested and self.meta.get("match") != "body"
 
 
 class Client:
-    """Typed verbs on one pool, which the client owns and closes (by default: system CAs,
-    ``~/.mark/known_hosts`` pins, keepalive PINGs). ``tokens`` decides each request's token;
-    ``cache`` serves tokenless FETCH and LIST; ``default_host`` lets targets be bare paths.
-    Targets are ``MarkURL`` values or strings for ``parse_url``."""
+    """Typed verbs on one pool, which the client owns and closes (by default: system CAs, the
+    pins in ``environment.home()/known_hosts``, keepalive PINGs, no token, no cache;
+    ``from_environment`` sets up what the ``mark`` CLI uses). ``tokens`` decides each request's
+    token; ``cache`` serves tokenless FETCH and LIST; ``default_host`` lets targets be bare
+    paths. Targets are ``MarkURL`` values or strings for ``parse_url``.
+
+    A server's refusal (``not-found``, ``conflict``, ...) comes back as a ``Result``; every
+    failure to get one raises a ``MarkError``."""
 
     def __init__(
         self,
@@ -139,6 +82,56 @@ class Client:
         self.attempts = attempts
         self.retry_delay = retry_delay
 
+    @classmethod
+    def from_environment(
+        cls,
+        host: MarkURL | str | None = None,
+        *,
+        token: str | None = None,
+        insecure: bool = False,
+        trust_new: bool = False,
+        timeout: float = DIAL_TIMEOUT,
+        cache: bool = True,
+        confirm: Callable[[str, str], bool] | None = None,
+        note: Callable[[str], None] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Client:
+        """The client as ``mark`` sets it up. State lives where ``environment`` says (``MARK_HOME``,
+        else ``~/.mark`` where it exists, else the XDG directories): stored tokens for every
+        host, certificate pins, and the cache unless ``cache`` is false. Bare
+        paths name documents on ``host`` (else ``MARK_HOST``), and ``token`` (else
+        ``MARK_AUTH``) goes to that server only, never to another host.
+
+        ``timeout`` bounds each dial and each response. ``confirm(authority, fingerprint)`` may
+        pin a certificate no CA vouches for (without it only loopback servers, or all with
+        ``trust_new``, are pinned); ``note`` receives one-line notices (a new pin, a broken
+        tokens file), by default as log records. ``environ`` stands in for ``os.environ``."""
+        if host is None:
+            host = environment.variable(environment.HOST, environ)
+        server = _server(host)
+        explicit = token if token is not None else environment.variable(environment.AUTH, environ)
+        if server is None:
+            if token is not None:
+                raise UsageError("a token needs the host it is for (give host or set MARK_HOST)")
+            explicit = None  # MARK_AUTH is for the MARK_HOST server; there is none
+        if explicit is not None and not valid_token(explicit):
+            raise UsageError("a token is one word without spaces")
+        home = environment.home(environ)
+        trust = Trust(
+            insecure=insecure,
+            known_hosts=home / "known_hosts",
+            trust_new=trust_new,
+            confirm=confirm,
+            note=note,
+        )
+        overrides = {server.authority: explicit} if server is not None and explicit else {}
+        return cls(
+            Pool(trust, dial_timeout=timeout, request_timeout=timeout, keepalive=KEEPALIVE),
+            tokens=Tokens(TokenStore(home / "tokens.toml", warn=note), overrides),
+            cache=Cache(environment.cache_dir(environ), warn=note) if cache else None,
+            default_host=None if server is None else server.identity,
+        )
+
     async def __aenter__(self) -> Client:
         return self
 
@@ -151,18 +144,31 @@ class Client:
         await self.pool.close()
 
     def url(self, target: MarkURL | str) -> MarkURL:
-        """``InvalidURL`` for a string that names no server."""
+        """The target as a ``MarkURL``; ``InvalidURL`` for a string that names no server."""
         if isinstance(target, MarkURL):
             return target
-        return parse_url(target, default_host=self.default_host)
+        try:
+            return parse_url(target, default_host=self.default_host)
+        except protocol_errors.InvalidURL as exc:
+            raise InvalidURL(str(exc)) from None
 
     # reads
 
-    async def fetch(self, target: MarkURL | str, *, if_none_match: str | None = None) -> Result:
+    async def fetch(
+        self,
+        target: MarkURL | str,
+        *,
+        if_none_match: str | None = None,
+        if_modified_since: str | None = None,
+    ) -> Result:
         """The document; with ``#anchor``, only that heading's section (``AnchorNotFound`` when
-        the document has none of that name). Metadata is the whole document's."""
+        the document has none of that name). Metadata is the whole document's. A document that
+        ``if_none_match`` (an etag) or ``if_modified_since`` (RFC 3339) says is unchanged comes
+        back as a bodiless ``not-modified``."""
         url = self.url(target)
         meta = {} if if_none_match is None else {"if-none-match": if_none_match}
+        if if_modified_since is not None:
+            meta["if-modified-since"] = if_modified_since
         result = await self._read(url, "FETCH", meta)
         if url.anchor and result.status == Status.OK:
             result = _section(url, result)
@@ -182,7 +188,7 @@ class Client:
     ) -> Result:
         """One page of a folder; ``Result.next_cursor`` continues it."""
         if page_size is not None and not 1 <= page_size <= LIST_PAGE_MAX:
-            raise ValueError(f"page size must be between 1 and {LIST_PAGE_MAX}")
+            raise UsageError(f"page size must be between 1 and {LIST_PAGE_MAX}")
         meta = {"cursor": cursor} if cursor else {}
         if page_size is not None:
             meta["page-size"] = str(page_size)
@@ -191,6 +197,8 @@ class Client:
         return await self._read(self.url(target), "LIST", meta)
 
     async def versions(self, target: MarkURL | str) -> Result:
+        """The document's versions, newest first; the metadata says whether their hash chain
+        is intact."""
         return await self._read(self.url(target), "VERSIONS", {})
 
     async def lookup(
@@ -205,11 +213,11 @@ class Client:
         """Ranked rows under the scope ``target``. Arguments left out are not sent, so the
         server's defaults apply (and an older server sees the request it knows)."""
         if not query.strip():
-            raise ValueError("a lookup needs a query ('*' matches everything)")
+            raise UsageError("a lookup needs a query ('*' matches everything)")
         if match not in (None, "catalog", "body"):
-            raise ValueError(f'match must be "catalog" or "body", got {match!r}')
+            raise UsageError(f'match must be "catalog" or "body", got {match!r}')
         if limit is not None and limit < 1:
-            raise ValueError("limit must be at least 1")
+            raise UsageError("limit must be at least 1")
         meta = {"query": query}
         if filter:
             meta["filter"] = filter
@@ -217,8 +225,14 @@ class Client:
             meta["limit"] = str(limit)
         if match is not None:
             meta["match"] = match
-        result = await self._read(self.url(target), "LOOKUP", meta)
-        rows = tuple(parse_lookup(result.body)) if result.status == Status.OK else ()
+        url = self.url(target)
+        result = await self._read(url, "LOOKUP", meta)
+        from markproto.protocol.bodies import parse_lookup  # only LOOKUP parses a body
+
+        try:
+            rows = tuple(parse_lookup(result.body)) if result.status == Status.OK else ()
+        except protocol_errors.ProtocolError as exc:
+            raise _unreadable(url, exc) from exc
         return LookupResult(
             result.status, result.meta, result.body, rows=rows, body_requested=match == "body"
         )
@@ -236,8 +250,10 @@ class Client:
         """A new version. ``expected_version`` 0 creates only, N replaces version N only, None
         overwrites whatever is there. An empty body unarchives (the protocol's rule)."""
         if expected_version is not None and expected_version < 0:
-            raise ValueError("expected_version must be 0 or more (None skips the check)")
-        return await self._write(self.url(target), "PUBLISH", body, expected_version, meta)
+            raise UsageError("expected_version must be 0 or more (None skips the check)")
+        return await self._write(
+            _whole(self.url(target), "PUBLISH"), "PUBLISH", body, expected_version, meta
+        )
 
     async def append(
         self,
@@ -250,21 +266,25 @@ class Client:
         """Add ``body`` to the end. Without ``expected_version`` the current version is fetched
         first; if that fetch fails, its result is returned and nothing is appended."""
         if not body:
-            raise ValueError("an append needs a non-empty body")
+            raise UsageError("an append needs a non-empty body")
         if expected_version is not None and expected_version < 1:
-            raise ValueError("expected_version of an append must be 1 or more")
-        url = self.url(target)
+            raise UsageError("expected_version of an append must be 1 or more")
+        url = _whole(self.url(target), "APPEND")
         if expected_version is None:
-            current = await self._read(replace(url, anchor=""), "FETCH", {})
+            current = await self._read(url, "FETCH", {})
             if current.status != Status.OK:
                 return current
             if current.version is None:
-                raise MalformedResponse(f"{url}: the server sent no version")
+                raise UnreadableResponse(f"{url}: the server sent no version", sent=True)
             expected_version = current.version
+            separator = 0 if current.body.endswith(b"\n") else 1  # the server's rule
+            _check_size(len(current.body) + separator + len(body), "the appended document")
         return await self._write(url, "APPEND", body, expected_version, meta)
 
     async def archive(self, target: MarkURL | str) -> Result:
-        return await self._write(self.url(target), "ARCHIVE", b"", None, None)
+        """Archive the document: fetches answer ``archived``, its history stays, and publishing
+        an empty body unarchives it."""
+        return await self._write(_whole(self.url(target), "ARCHIVE"), "ARCHIVE", b"", None, None)
 
     # private
 
@@ -277,7 +297,7 @@ class Client:
             request_meta["auth"] = token
         if entry is not None:
             request_meta.update(conditions(entry))
-        response = await self._exchange(url, Request(verb, url.path, request_meta, b""), False)
+        response = await self._exchange(url, _request(verb, url, request_meta, b""), False)
         if entry is not None and response.status == Status.NOT_MODIFIED:
             return Result(entry.status, entry.meta, entry.body, from_cache=True)
         if cache is not None:
@@ -292,16 +312,21 @@ class Client:
         expected_version: int | None,
         meta: Mapping[str, str] | None,
     ) -> Result:
+        _check_size(len(body), "body")
         request_meta = dict(meta or {})
         control = sorted(CONTROL_KEYS.intersection(request_meta))
         if control:
-            raise ValueError(f"metadata key {control[0]!r} is set by the client, not by callers")
+            raise UsageError(f"metadata key {control[0]!r} is set by the client, not by callers")
+        try:
+            validate(request_meta)
+        except protocol_errors.InvalidMetadata as exc:
+            raise UsageError(f"metadata: {exc}") from None
         token = self.tokens.for_authority(url.authority)
         if token is not None:
             request_meta["auth"] = token
         if expected_version is not None:
             request_meta["expected-version"] = str(expected_version)
-        response = await self._exchange(url, Request(verb, url.path, request_meta, body), True)
+        response = await self._exchange(url, _request(verb, url, request_meta, body), True)
         return Result(response.status, response.meta, response.body)
 
     async def _exchange(self, url: MarkURL, request: Request, write: bool) -> Response:
@@ -326,10 +351,47 @@ class Client:
             await asyncio.sleep(self.retry_delay)
         try:
             return parse_response(raw)
-        except MalformedResponse as exc:
+        except protocol_errors.MalformedResponse as exc:
             if write:
                 raise OutcomeUnknown(_unknown(request.verb, url, exc), sent=True) from exc
-            raise
+            raise _unreadable(url, exc) from exc
+
+
+def _server(host: MarkURL | str | None) -> MarkURL | None:
+    """The server a default host names: a ``MarkURL``'s own, or ``mark://host[:port]``."""
+    if host is None or isinstance(host, MarkURL):
+        return host
+    try:
+        return parse_url("/", default_host=host)
+    except protocol_errors.InvalidURL as exc:
+        raise InvalidURL(str(exc)) from None
+
+
+def _whole(url: MarkURL, verb: str) -> MarkURL:
+    """A write's target: ``url#anchor`` is refused, as a write replaces the whole document."""
+    if url.anchor:
+        raise UsageError(
+            f"{url}: {verb} writes the whole document, not one section: drop #{url.anchor}"
+        )
+    return url
+
+
+def _check_size(size: int, what: str) -> None:
+    """Refuse a write the server would refuse for its size, before any byte is sent."""
+    if size > MAX_BODY:
+        raise UsageError(f"{what} is {size:,} bytes; a document holds at most {MAX_BODY:,} (1 MiB)")
+
+
+def _request(verb: str, url: MarkURL, meta: dict[str, str], body: bytes) -> Request:
+    """The request value; one the protocol cannot carry is the caller's error, not the wire's."""
+    try:
+        return Request(verb, url.path, meta, body)
+    except (protocol_errors.ProtocolError, ValueError) as exc:
+        raise UsageError(f"{url}: {exc}") from None
+
+
+def _unreadable(url: MarkURL, cause: Exception) -> UnreadableResponse:
+    return UnreadableResponse(f"{url.authority}: unreadable response ({cause})", sent=True)
 
 
 def _unknown(verb: str, url: MarkURL, cause: Exception) -> str:
@@ -348,51 +410,3 @@ def _section(url: MarkURL, result: Result) -> Result:
     if part is None:
         raise AnchorNotFound(url, [h.anchor for h in mdoutline.headings(text)])
     return replace(result, body=part.encode())
-
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-class _Blocking(Generic[P, T]):
-    """A ``Client`` coroutine method as a blocking ``SyncClient`` method."""
-
-    def __init__(self, method: Callable[Concatenate[Client, P], Coroutine[Any, Any, T]]) -> None:
-        self.method = method
-
-    def __get__(self, facade: SyncClient, owner: type[SyncClient]) -> Callable[P, T]:
-        def call(*args: P.args, **kwargs: P.kwargs) -> T:
-            return facade.runner.run(self.method(facade.client, *args, **kwargs))
-
-        return call
-
-
-class SyncClient:
-    """The same verbs, blocking, on a private event loop (scripts, notebooks, REPLs)."""
-
-    def __init__(self, client: Client | None = None) -> None:
-        self.runner = asyncio.Runner()
-        self.client = client if client is not None else Client()
-
-    def __enter__(self) -> SyncClient:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        try:
-            self.runner.run(self.client.close())
-        finally:
-            self.runner.close()
-
-    fetch = _Blocking(Client.fetch)
-    manifest = _Blocking(Client.manifest)
-    list = _Blocking(Client.list)
-    versions = _Blocking(Client.versions)
-    lookup = _Blocking(Client.lookup)
-    publish = _Blocking(Client.publish)
-    append = _Blocking(Client.append)
-    archive = _Blocking(Client.archive)

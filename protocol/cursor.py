@@ -14,6 +14,7 @@ import struct
 from base64 import urlsafe_b64encode
 from typing import Final
 
+from markproto.protocol import status
 from markproto.protocol.errors import InvalidCursor
 from markproto.protocol.limits import MAX_PATH
 
@@ -21,10 +22,6 @@ VERSION: Final = 1
 FLAG_ARCHIVED: Final = 0x01
 MAX_DECODED: Final = 4 + 2 * MAX_PATH
 
-INVALID: Final = "invalid LIST cursor"
-UNSUPPORTED: Final = "unsupported LIST cursor"
-MISMATCH: Final = "LIST cursor does not match this request"
-TOO_LONG: Final = "LIST cursor exceeds limit"
 
 _ALPHABET = re.compile(rb"[A-Za-z0-9_-]*")
 _TO_STANDARD = bytes.maketrans(b"-_", b"+/")
@@ -53,20 +50,20 @@ def decode_cursor(cursor: str, path: str, include_archived: bool) -> str:
         return ""
     data = cursor.encode("utf-8", "replace")
     if len(data) * 6 // 8 > MAX_DECODED:
-        raise InvalidCursor(TOO_LONG)
+        raise InvalidCursor(status.CURSOR_TOO_LONG)
     raw = _decode_raw_url(data.replace(b"\r", b"").replace(b"\n", b""))
     if raw is None or len(raw) < 5:
-        raise InvalidCursor(INVALID)
+        raise InvalidCursor(status.INVALID_CURSOR)
     if raw[0] != VERSION or raw[1] & ~FLAG_ARCHIVED:
-        raise InvalidCursor(UNSUPPORTED)
+        raise InvalidCursor(status.UNSUPPORTED_CURSOR)
     (path_len,) = struct.unpack_from(">H", raw, 2)
     if path_len == 0 or 4 + path_len >= len(raw):
-        raise InvalidCursor(INVALID)
+        raise InvalidCursor(status.INVALID_CURSOR)
     if (
         raw[4 : 4 + path_len] != path.encode("utf-8", "surrogateescape")
         or bool(raw[1] & FLAG_ARCHIVED) != include_archived
     ):
-        raise InvalidCursor(MISMATCH)
+        raise InvalidCursor(status.CURSOR_MISMATCH)
     return raw[4 + path_len :].decode("utf-8", "surrogateescape")
 
 

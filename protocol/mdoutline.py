@@ -1,4 +1,4 @@
-"""The one section rule (protocol.md §9, §10.4): headings, anchors, subtree sections, outlines and
+"""The one section rule (docs/SPEC.md §9): headings, anchors, subtree sections, outlines and
 own-text sections.
 
 Client (``url#anchor`` fetch, outlines) and server (the LOOKUP body index) must cut a document the
@@ -217,7 +217,7 @@ def opening_paragraph(body: str) -> str:
 
 
 def own_sections(body: str) -> list[OwnSection]:
-    """The body index's sections (§10.4). The preamble always comes first, even when blank:
+    """The body index's sections (SPEC §9.4). The preamble always comes first, even when blank:
     the indexer drops it when its stripped text is empty. Then each heading's own text runs
     from the end of its first line to the next heading of any level; its trail is its ancestors'
     texts (pop while the top's level >= its level) and its own."""

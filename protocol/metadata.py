@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from markproto.protocol import status
 from markproto.protocol.errors import InvalidMetadata
 from markproto.protocol.gotext import trim_space
 from markproto.protocol.limits import MAX_META_BYTES, MAX_META_KEYS
@@ -81,16 +82,16 @@ def validate(meta: Mapping[str, str]) -> None:
     ``tags`` in its stored list form ``[a, b]``.
     """
     if len(meta) > MAX_META_KEYS:
-        raise InvalidMetadata(f"too many metadata keys (max {MAX_META_KEYS})")
+        raise InvalidMetadata(status.TOO_MANY_KEYS)
     for key in sorted(meta):
         if key in RESERVED_KEYS:
-            raise InvalidMetadata(f"metadata key {go_quote(key)} is reserved")
+            raise InvalidMetadata(status.reserved_key(go_quote(key)))
         if not _KEY.fullmatch(key):
-            raise InvalidMetadata(f"metadata key {go_quote(key)} contains invalid characters")
+            raise InvalidMetadata(status.invalid_key(go_quote(key)))
         if not _single_line_utf8(meta[key]):
-            raise InvalidMetadata(f"metadata value for key {go_quote(key)} contains newlines")
+            raise InvalidMetadata(status.multiline_value(go_quote(key)))
     if sum(len(k) + len(_stored_value(k, v).encode()) for k, v in meta.items()) > MAX_META_BYTES:
-        raise InvalidMetadata(f"metadata too large (max {MAX_META_BYTES} bytes)")
+        raise InvalidMetadata(status.METADATA_TOO_LARGE)
 
 
 def validate_store(meta: Mapping[str, str]) -> None:
@@ -100,11 +101,27 @@ def validate_store(meta: Mapping[str, str]) -> None:
     """
     reserved = sorted(STORE_RESERVED_KEYS.intersection(meta))
     if reserved:
-        detail = f"key {go_quote(reserved[0])} is reserved for the store"
-        raise InvalidMetadata(f"invalid publisher metadata: {detail}")
+        raise InvalidMetadata(status.store_reserved_key(go_quote(reserved[0])))
     if "retention" in meta and retention(meta) is None:
-        detail = f"retention must be a positive integer, got {go_quote(meta['retention'])}"
-        raise InvalidMetadata(f"invalid publisher metadata: {detail}")
+        raise InvalidMetadata(status.invalid_retention(go_quote(meta["retention"])))
+
+
+def validate_interpreted(meta: Mapping[str, str]) -> None:
+    """Refuse values a rule would not read as written (§6.2): for clients, before they send.
+
+    The server reads an ``importance`` that is no number in [0, 1] as 0.5 without a word, and
+    refuses a ``retention`` that is no positive integer; both readings are the server's own
+    (``parse_importance``, ``retention``), so a value passes here exactly when it means what
+    it says there.
+    """
+    if "importance" in meta:
+        number = _parse_go_float(trim_space(meta["importance"]))
+        if number is None or not 0.0 <= number <= 1.0:
+            got = go_quote(meta["importance"])
+            raise InvalidMetadata(f"importance must be a number from 0 to 1, got {got}")
+    if "retention" in meta and retention(meta) is None:
+        got = go_quote(meta["retention"])
+        raise InvalidMetadata(f"retention must be a positive integer, got {got}")
 
 
 def split_tags(value: str) -> list[str]:
@@ -169,13 +186,13 @@ def parse_expected_version(value: str | None, *, append: bool) -> int | None:
     """
     if not value:
         if append:
-            raise InvalidMetadata("APPEND requires expected-version metadata")
+            raise InvalidMetadata(status.APPEND_NEEDS_EXPECTED_VERSION)
         return None
     number = atoi(value)
     if append and (number is None or number < 1):
-        raise InvalidMetadata("invalid expected-version for APPEND (must be >= 1)")
+        raise InvalidMetadata(status.INVALID_APPEND_EXPECTED_VERSION)
     if number is None or number < 0:
-        raise InvalidMetadata("invalid expected-version")
+        raise InvalidMetadata(status.INVALID_EXPECTED_VERSION)
     return number
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 
+from markproto.protocol import status
+from markproto.protocol.chars import has_control
+from markproto.protocol.digests import is_hash_ref
+
 _ATOI = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_HASH = re.compile(r"sha256-[0-9a-f]{64}")
 VERSIONS_DIR = "versions"
 _MAX_SEGMENT_BYTES = 255
 
@@ -52,7 +55,7 @@ def clean(raw: str) -> str:
 
 def is_hash_path(path: str) -> bool:
     """``sha256-`` + 64 lowercase hex, after an optional leading ``/`` (uppercase is a name)."""
-    return _HASH.fullmatch(path.removeprefix("/")) is not None
+    return is_hash_ref(path.removeprefix("/"))
 
 
 def hash_of(path: str) -> str:
@@ -128,16 +131,16 @@ def writable_reason(path: str) -> str | None:
     The ``.md`` suffix is not checked: PUBLISH and APPEND answer it with their own wire message.
     """
     if path == "/":
-        return "the root is a directory"
+        return status.ROOT_IS_DIRECTORY
     if clean(path) != path:
-        return f"{path} is not a canonical path (use {clean(path)})"
+        return status.not_canonical(path, clean(path))
     if is_hash_path(path):
-        return "paths matching /sha256-<hash> are reserved"
-    if any((ord(ch) < 32 and ch != "\t") or ch == "\x7f" for ch in path):
-        return "path contains a control character"
+        return status.HASH_PATH_RESERVED
+    if has_control(path, tab_ok=True):
+        return status.CONTROL_CHARACTER
     segments = path[1:].split("/")
     if VERSIONS_DIR in segments:
-        return f'the name "{VERSIONS_DIR}" is reserved for version history'
+        return status.reserved_name(VERSIONS_DIR)
     if any(len(s.encode("utf-8", "surrogatepass")) > _MAX_SEGMENT_BYTES for s in segments):
-        return f"path segment longer than {_MAX_SEGMENT_BYTES} bytes"
+        return status.segment_too_long(_MAX_SEGMENT_BYTES)
     return None

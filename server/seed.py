@@ -64,7 +64,7 @@ def seed(root: Path) -> list[str]:
     store = Store(root)
     created = []
     for path, (body, meta) in SEED.items():
-        if store.pointer(path) is None:
+        if store.layout.pointer(path) is None:
             store.publish(path, body.encode(), metadata.with_type_default(path, meta), expected=0)
             created.append(path)
     return created

@@ -1,13 +1,11 @@
 """The QUIC transport: a whole request's bytes in, a whole response's bytes out, one per stream.
 
 Event-based on purpose: aioquic's stream reader/writer API keeps a reader per stream forever and
-hangs on a reset. The transport owns bytes and limits only and never parses the protocol; the fixed
-answers it gives on its own (`Responses`) are rendered by the app, which does.
-
-aioquic has no receive backpressure, so every cap is enforced while bytes arrive. Two private
-aioquic attributes are used, both exercised by the tests: the peer's bidirectional stream credit
-(``_local_max_streams_bidi``, lowered before the handshake sends it) and the stream table
-(``_streams``, to know that every response was acknowledged before a drain closes a connection).
+hangs on a reset. This module only translates: aioquic's events into calls on each connection's
+`streams.RequestStreams` (which owns every buffer, cap and timeout), and the decisions that come
+back into aioquic calls and handler tasks. It owns bytes only and never parses the protocol; the
+fixed answers it gives on its own (`Responses`) are rendered by the app, which does. aioquic's
+private attributes are reached through `quicadapter` alone.
 """
 
 from __future__ import annotations
@@ -24,9 +22,6 @@ from functools import partial
 from os import PathLike
 from typing import Any, NamedTuple
 
-from aioquic._buffer import Buffer
-from aioquic.asyncio.protocol import QuicConnectionProtocol
-from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import NetworkAddress, QuicConnection
 from aioquic.quic.events import (
@@ -37,10 +32,21 @@ from aioquic.quic.events import (
     StreamDataReceived,
     StreamReset,
 )
-from aioquic.quic.packet import pull_quic_header
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from markproto.protocol import limits
+from markproto.server import quicadapter
+from markproto.server.streams import (
+    Budget,
+    Cancel,
+    Counts,
+    Decision,
+    Dispatch,
+    Expire,
+    Refuse,
+    RequestStreams,
+    Reset,
+)
 
 log = logging.getLogger("markproto.server.transport")
 
@@ -53,7 +59,6 @@ STREAM_ABORTED = 0
 """Application error code of the transport's RESET_STREAM and STOP_SENDING frames."""
 
 _SOCKET_BUFFER = 4 << 20
-_LINE = limits.MAX_REQUEST_LINE
 _DRAIN_POLL = 0.02
 
 
@@ -85,29 +90,43 @@ class Responses:
     internal: bytes
 
 
-class MarkConnection(QuicConnectionProtocol):
-    """One QUIC connection: buffers each request stream to its FIN, then answers it via the handler.
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a server holds right now, summed over its connections (for tests and debugging)."""
 
-    Per-stream state lives only while a request is partial, refused or in an async handler, and goes
-    at FIN, reset, answer or connection end. A request that arrives whole with its FIN (the common
-    case) creates none.
-    """
+    connections: int
+    buffered: int
+    """Request bytes buffered."""
+    partial: int
+    """Requests still arriving."""
+    running: int
+    """Handlers still running."""
+    discarding: int
+    """Refused or reset streams whose remaining bytes are being dropped."""
+    unacknowledged: int
+    """Streams aioquic still holds: answers not yet acknowledged, streams still open."""
 
-    def __init__(self, quic: QuicConnection, server: MarkServer) -> None:
-        super().__init__(quic)
-        # aioquic hard-codes 128 concurrent peer streams. Lowered before the handshake carries it,
-        # the credit makes clients wait instead of being refused; aioquic re-grants a stream each
-        # time one finishes (request read and response acknowledged), with MAX_STREAMS.
-        credit = quic._local_max_streams_bidi
-        credit.value = credit.sent = server._max_streams
-        self._server = server
-        self._handler = server._handler
-        self._responses = server._responses
-        self._max_request = server._max_request
-        self._small = min(_LINE, server._max_request)
-        self._partials: dict[int, tuple[bytearray, float]] = {}
-        self._running: dict[int, tuple[asyncio.Future[bytes], float]] = {}
-        self._discarding: set[int] = set()
+
+class MarkConnection(quicadapter.Connection):
+    """One QUIC connection: its stream events go to its `RequestStreams`, whose decisions are
+    carried out here; a dispatched request is answered by the handler, now or from a task."""
+
+    def __init__(
+        self,
+        quic: QuicConnection,
+        *,
+        handler: Handler,
+        responses: Responses,
+        streams: RequestStreams,
+        credit: int,
+        on_close: Callable[[MarkConnection], None],
+    ) -> None:
+        super().__init__(quic, credit=credit)
+        self._handler = handler
+        self._responses = responses
+        self._streams = streams
+        self._on_close = on_close
+        self._tasks: dict[int, asyncio.Future[bytes]] = {}
         self._addr: NetworkAddress = None
         self._peer = Peer("", 0)
         self.closing = False
@@ -120,12 +139,16 @@ class MarkConnection(QuicConnectionProtocol):
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived):
-            self._received(event.stream_id, event.data, event.end_stream)
+            now = self.loop.time()
+            decision = self._streams.receive(event.stream_id, event.data, event.end_stream, now)
+            if decision is not None:
+                self._carry_out(decision)
         elif isinstance(event, StreamReset):
-            self._drop(event.stream_id)
-            self._discarding.discard(event.stream_id)
+            self._streams.peer_reset(event.stream_id)
         elif isinstance(event, StopSendingReceived):
-            self._abandon(event.stream_id)
+            cancel = self._streams.peer_stopped(event.stream_id)
+            if cancel is not None:
+                self._carry_out(cancel)
         elif isinstance(event, HandshakeCompleted):
             log.debug("connection from %s:%d", *self._peer)
         elif isinstance(event, ConnectionTerminated):
@@ -135,50 +158,45 @@ class MarkConnection(QuicConnectionProtocol):
     @property
     def settled(self) -> bool:
         """No request in progress and every response acknowledged: closing now loses nothing."""
-        return (
-            not self._partials
-            and not self._running
-            and all(s.sender.is_finished for s in self._quic._streams.values())
-        )
+        return not self._streams.busy and self.acknowledged
 
-    def _received(self, sid: int, data: bytes, fin: bool) -> None:
-        entry = self._partials.pop(sid, None)
-        if entry is None:
-            if sid & 2 or sid in self._discarding:  # peer unidirectional, or refused earlier
-                if fin:
-                    self._discarding.discard(sid)
-                return
-            if fin and len(data) <= self._small:
-                self._dispatch(sid, data)
-                return
-            buf, started = bytearray(), self._loop.time()
-        else:
-            buf, started = entry
-            self._server._buffered -= len(buf)
-        before = len(buf)
-        buf += data
-        if len(buf) > self._max_request or (
-            before <= _LINE < len(buf) and buf.find(b"\n", 0, _LINE + 1) < 0
-        ):
+    def counts(self) -> Counts:
+        return self._streams.counts()
+
+    def expire(self, now: float) -> None:
+        """Carry out the request timeout at ``now``."""
+        decisions = self._streams.expire(now)
+        for decision in decisions:
+            self._carry_out(decision)
+        if decisions:
+            self.transmit()
+
+    def _carry_out(self, decision: Decision) -> None:
+        sid = decision.stream_id
+        if isinstance(decision, Dispatch):
+            self._dispatch(sid, decision.request)
+        elif isinstance(decision, Refuse):
             self._send(self._responses.oversize, sid)
-            if not fin:
-                self._quic.stop_stream(sid, STREAM_ABORTED)
-                self._discarding.add(sid)
-        elif fin:
-            self._dispatch(sid, bytes(buf))
-        elif self._server._buffered + len(buf) > self._server._max_buffered:
-            log.debug("request buffers full (%d bytes): stream reset", self._server._max_buffered)
-            self._abort(sid)
-        else:
-            self._server._buffered += len(buf)
-            self._partials[sid] = (buf, started)
+            if decision.stop:
+                self.quic.stop_stream(sid, STREAM_ABORTED)
+        elif isinstance(decision, Reset):
+            log.debug("stream %d: request reset (buffers full, or incomplete at the timeout)", sid)
+            self.quic.reset_stream(sid, STREAM_ABORTED)
+            self.quic.stop_stream(sid, STREAM_ABORTED)
+        elif isinstance(decision, Expire):
+            log.warning("request handler exceeded the request timeout")
+            self._tasks.pop(sid).cancel()
+            self._send(self._responses.timeout, sid)
+        elif isinstance(decision, Cancel):
+            self._tasks.pop(sid).cancel()
 
     def _dispatch(self, sid: int, request: bytes) -> None:
         try:
             result = self._handler(request, self._peer)
             if not isinstance(result, bytes):
                 task = asyncio.ensure_future(result)
-                self._running[sid] = (task, self._loop.time())
+                self._streams.running(sid, self.loop.time())
+                self._tasks[sid] = task
                 task.add_done_callback(partial(self._finished, sid))
                 return
         except Exception:
@@ -187,7 +205,8 @@ class MarkConnection(QuicConnectionProtocol):
         self._send(result, sid)  # no transmit: datagram_received sends once after the whole batch
 
     def _finished(self, sid: int, task: asyncio.Future[bytes]) -> None:
-        if self._running.pop(sid, None) is None:
+        self._tasks.pop(sid, None)
+        if not self._streams.answered(sid):
             return  # answered already (timeout), abandoned by the peer, or the connection is gone
         if task.cancelled():
             response = self._responses.internal
@@ -197,69 +216,27 @@ class MarkConnection(QuicConnectionProtocol):
         else:
             response = task.result()
         self._send(response, sid)
-        self._transmit_soon()  # one transmit for every handler that finishes in this loop turn
+        self.transmit_soon()  # one transmit for every handler that finishes in this loop turn
 
     def _send(self, response: bytes, sid: int) -> None:
         try:
-            self._quic.send_stream_data(sid, response, end_stream=True)
+            self.quic.send_stream_data(sid, response, end_stream=True)
         except (RuntimeError, ValueError):  # the peer sent STOP_SENDING: nobody reads the answer
             log.debug("stream %d: response dropped, the peer stopped reading", sid)
 
-    def _abort(self, sid: int) -> None:
-        """Reset both directions of a stream that never completed its request."""
-        self._quic.reset_stream(sid, STREAM_ABORTED)
-        self._quic.stop_stream(sid, STREAM_ABORTED)
-        self._discarding.add(sid)
-
-    def _abandon(self, sid: int) -> None:
-        """The peer no longer wants the answer: stop working on it (this also keeps the handler
-        concurrency within the stream credit, which a stopped stream gives back early)."""
-        running = self._running.pop(sid, None)
-        if running is not None:
-            running[0].cancel()
-        elif sid in self._partials:
-            self._drop(sid)
-            self._discarding.add(sid)
-
-    def _drop(self, sid: int) -> None:
-        entry = self._partials.pop(sid, None)
-        if entry is not None:
-            self._server._buffered -= len(entry[0])
-
-    def _expire(self, cutoff: float) -> None:
-        """Reset requests still incomplete, and answer handlers still running, since ``cutoff``."""
-        stale = [sid for sid, (_, started) in self._partials.items() if started < cutoff]
-        for sid in stale:
-            log.debug("stream %d: request incomplete at the timeout, reset", sid)
-            self._drop(sid)
-            self._abort(sid)
-        late = [sid for sid, (_, started) in self._running.items() if started < cutoff]
-        for sid in late:
-            log.warning("request handler exceeded the request timeout")
-            self._running.pop(sid)[0].cancel()
-            self._send(self._responses.timeout, sid)
-        if stale or late:
-            self.transmit()
-
     def _teardown(self) -> None:
-        running, self._running = self._running, {}
-        for task, _ in running.values():
+        self._streams.close()
+        tasks, self._tasks = self._tasks, {}
+        for task in tasks.values():
             task.cancel()
-        for sid in list(self._partials):
-            self._drop(sid)
-        self._discarding.clear()
-        self._server._connections.discard(self)
+        self._on_close(self)
 
-    def _shut(self) -> None:
-        """Close at once: CONNECTION_CLOSE goes out now and no timer of this connection fires."""
+    def shut(self) -> None:
         self._teardown()
-        self.close()
-        for handle in (self._timer, self._transmit_task):
-            if handle is not None:
-                handle.cancel()
+        super().shut()
 
 
-class MarkServer(QuicServer):
+class MarkServer(quicadapter.Listener):
     """The listening socket: routes datagrams to connections, sweeps request timeouts, reloads the
     certificate and drains."""
 
@@ -274,13 +251,12 @@ class MarkServer(QuicServer):
         request_timeout: float | None,
         max_buffered: int,
     ) -> None:
-        super().__init__(configuration=configuration, create_protocol=self._connect)
+        super().__init__(configuration, self._connect)
         self._handler = handler
         self._responses = responses
         self._max_request = max_request
         self._max_streams = max_streams
-        self._max_buffered = max_buffered
-        self._buffered = 0
+        self._budget = Budget(max_buffered)
         self._connections: set[MarkConnection] = set()
         self.draining = False
         # One sweep per server, not a timer per stream: measured 0.1 us against 1.4 us per request
@@ -290,13 +266,12 @@ class MarkServer(QuicServer):
         self._sweep_every = min(1.0, self._timeout / 4)
         self._sweeper = None
         if self._timeout:
-            self._sweeper = self._loop.call_later(self._sweep_every, self._sweep)
+            self._sweeper = self.loop.call_later(self._sweep_every, self._sweep)
 
     @property
     def addresses(self) -> tuple[tuple[str, int], ...]:
         """What the socket is bound to, as ``(host, port)``."""
-        assert self._transport is not None
-        name = self._transport.get_extra_info("sockname")
+        name = self.sockname()
         return ((name[0], name[1]),)
 
     @property
@@ -304,12 +279,25 @@ class MarkServer(QuicServer):
         """The UDP port (the one the system picked when asked for port 0)."""
         return self.addresses[0][1]
 
+    def usage(self) -> Usage:
+        """What every connection holds right now."""
+        conns = list(self._connections)
+        counts = [conn.counts() for conn in conns]
+        return Usage(
+            len(conns),
+            self._budget.used,
+            sum(c.partial for c in counts),
+            sum(c.running for c in counts),
+            sum(c.discarding for c in counts),
+            sum(conn.unacknowledged for conn in conns),
+        )
+
     def reload_certificate(
         self, certfile: str | PathLike[str], keyfile: str | PathLike[str]
     ) -> None:
         """Serve this pair to new connections; existing ones keep theirs. A bad pair raises and the
         old one stays in use."""
-        self._configuration = _with_certificate(self._configuration, certfile, keyfile)
+        self.configuration = _with_certificate(self.configuration, certfile, keyfile)
         log.info("tls: certificate reloaded from %s", certfile)
 
     async def drain(self, timeout: float = 10.0) -> bool:
@@ -323,14 +311,14 @@ class MarkServer(QuicServer):
         closed at once when it expires.
         """
         self.draining = True
-        deadline = self._loop.time() + timeout
+        deadline = self.loop.time() + timeout
         while True:
             for conn in list(self._connections):
                 if not conn.closing and conn.settled:
                     conn.closing = True
                     conn.close()
             drained = all(conn.closing for conn in self._connections)
-            if drained or self._loop.time() >= deadline:
+            if drained or self.loop.time() >= deadline:
                 break
             await asyncio.sleep(_DRAIN_POLL)
         self.close()
@@ -346,36 +334,31 @@ class MarkServer(QuicServer):
         if self._sweeper is not None:
             self._sweeper.cancel()
         for conn in list(self._connections):
-            conn._shut()
-        self._protocols.clear()
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+            conn.shut()
+        self.close_socket()
 
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
-        if self.draining and not self._known(data):
+        if self.draining and not (isinstance(data, bytes) and self.knows(data)):
             return
         super().datagram_received(data, addr)
 
-    def _known(self, data: Any) -> bool:
-        try:
-            header = pull_quic_header(
-                Buffer(data=data), host_cid_length=self._configuration.connection_id_length
-            )
-        except ValueError:
-            return False
-        return header.destination_cid in self._protocols
-
     def _connect(self, quic: QuicConnection, stream_handler: object = None) -> MarkConnection:
-        conn = MarkConnection(quic, self)
+        conn = MarkConnection(
+            quic,
+            handler=self._handler,
+            responses=self._responses,
+            streams=RequestStreams(self._max_request, self._budget, self._timeout),
+            credit=self._max_streams,
+            on_close=self._connections.discard,
+        )
         self._connections.add(conn)
         return conn
 
     def _sweep(self) -> None:
-        cutoff = self._loop.time() - self._timeout
-        for conn in self._connections:
-            if conn._partials or conn._running:
-                conn._expire(cutoff)
-        self._sweeper = self._loop.call_later(self._sweep_every, self._sweep)
+        now = self.loop.time()
+        for conn in list(self._connections):
+            conn.expire(now)
+        self._sweeper = self.loop.call_later(self._sweep_every, self._sweep)
 
 
 async def serve(

@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -19,19 +20,16 @@ from pathlib import Path
 
 import pytest
 from support import REPO, shared_path
+from support.exchange import request, send
 
 from markproto.protocol import bodies, cursor, limits, metadata, status, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
-from markproto.server import dispatch
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
-from markproto.server.handlers.versions import CHAIN_ERROR
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.transport import Peer
 
 SPEC = REPO / "docs" / "SPEC.md"
-PEER = Peer("192.0.2.1", 4433)
 WRITER, READER = "writer-token", "reader-token"
 HASH = "sha256-" + "0" * 64
 _BLOCK = re.compile(r"<!-- (golden|request|stored): ([^>]+?) -->\n```\n(.*?)```\n", re.DOTALL)
@@ -108,19 +106,32 @@ def test_statuses_are_exactly_the_status_table(spec: str) -> None:
     assert {code(row[0]) for row in rows if row[1] == "yes"} == set(status.SUCCESS)
 
 
+PLACEHOLDERS: dict[str, object] = {
+    "path": "<path>",
+    "canonical": "<canonical>",
+    "content_hash": "<hash>",
+    "verb": "<verb>",
+    "quoted_key": '"<key>"',
+    "quoted_value": '"<value>"',
+    "quoted_mode": '"<value>"',
+    "name": "versions",
+    "limit": 255,
+    "terms": 33,
+}
+"""What SPEC.md writes for each argument of a message template in protocol/status.py."""
+
+
 def test_every_fixed_message_of_the_code_is_stated(spec: str) -> None:
     constants = [
         value for name, value in vars(status).items() if name.isupper() and isinstance(value, str)
     ]
     templates = [
-        status.not_found("<path>"),
-        status.is_archived("<path>"),
-        status.hash_not_found("<hash>"),
-        status.unsupported_verb("<verb>"),
+        fn(*(PLACEHOLDERS[name] for name in inspect.signature(fn).parameters))
+        for name, fn in vars(status).items()
+        if inspect.isfunction(fn) and fn.__module__ == status.__name__ and name != "title"
     ]
-    others = [cursor.INVALID, cursor.UNSUPPORTED, cursor.MISMATCH, cursor.TOO_LONG, CHAIN_ERROR]
-    assert len(constants) >= 10
-    for message in [*constants, *templates, *others]:
+    assert len(constants) >= 30 and len(templates) >= 15
+    for message in [*constants, *templates]:
         assert f"`{message}`" in spec, f"{message!r} is not in SPEC.md"
 
 
@@ -205,12 +216,6 @@ def test_quoted_version_file_is_what_the_store_writes(spec: str) -> None:
 # --- the messages a running server sends ------------------------------------------------------
 
 
-def request(
-    verb: str, path: str, keys: Mapping[str, str] | None = None, body: bytes = b""
-) -> bytes:
-    return wire.emit_request(wire.Request(verb, path, dict(keys or {}), body))
-
-
 def write(verb: str, path: str, keys: Mapping[str, str] | None = None, body: bytes = b"x") -> bytes:
     return request(verb, path, {"auth": WRITER, **(keys or {})}, body)
 
@@ -244,6 +249,11 @@ CASES: list[tuple[bytes, dict[str, str]]] = [
     (write("APPEND", "/docs/a.md"), {}),
     (write("APPEND", "/docs/a.md", {"expected-version": "0"}), {}),
     (write("APPEND", "/docs/a.md", {"expected-version": "1"}, b""), {}),
+    (write("PUBLISH", "/docs/a.md/b.md"), {"/docs/a.md": "<path>"}),
+    (write("PUBLISH", "/docs/versions/x.md"), {}),
+    (write("PUBLISH", "/docs/" + "n" * 256 + ".md"), {}),
+    (write("PUBLISH", "/docs/.tmp-0123456789ab/x.md"), {"/docs/.tmp-0123456789ab/x.md": "<path>"}),
+    (write("PUBLISH", "/docs/dir.md"), {"/docs/dir.md": "<path>"}),
     (request("VERSIONS", "/docs/missing.md"), {"/docs/missing.md": "<path>"}),
     (request("LIST", "/docs", {"page-size": "0"}), {}),
     (request("LIST", "/docs", {"include-archived": "maybe"}), {}),
@@ -273,11 +283,6 @@ def grants() -> Grants:
     )
 
 
-async def send(dispatcher: Dispatcher, data: bytes) -> wire.Response:
-    out = dispatcher.handle(data, PEER)
-    return wire.parse_response(out if isinstance(out, bytes) else await out)
-
-
 def message(response: wire.Response, substitutions: Mapping[str, str]) -> str:
     lines = response.body.decode().split("\n")
     assert response.meta == {} and lines[1] == f"# {status.title(response.status)}", response
@@ -291,13 +296,12 @@ def message(response: wire.Response, substitutions: Mapping[str, str]) -> str:
 async def test_every_message_the_server_sends_is_in_the_table(spec: str, tmp_path: Path) -> None:
     rows = table(spec, "Status | Message")
     stated = {(code(row[0]), code(row[1])) for row in rows if row[1].startswith("`")}
-    content = Content.open(tmp_path, [Lookup()])
+    lookup = Lookup()
+    content = Content.open(tmp_path, [lookup])
     try:
-        lookup = content.indexes[0]
-        assert isinstance(lookup, Lookup)
         ctx = Context(content, lookup=lookup, grants=grants())
         server = Dispatcher(ctx)
-        for path in ("/docs/a.md", "/docs/gone.md"):
+        for path in ("/docs/a.md", "/docs/gone.md", "/docs/dir.md/x.md"):
             assert (await send(server, write("PUBLISH", path))).status == "created"
         assert (await send(server, write("ARCHIVE", "/docs/gone.md"))).status == "ok"
 
@@ -313,7 +317,7 @@ async def test_every_message_the_server_sends_is_in_the_table(spec: str, tmp_pat
         sent.append((limited.status, message(limited, {})))
     finally:
         content.close()
-    sent += [("server-error", text) for text in dispatch._STORAGE.values()]
+    sent += [("server-error", status.INSUFFICIENT_STORAGE), ("server-error", status.NOT_WRITABLE)]
     missing = [pair for pair in sent if pair not in stated]
     assert not missing, f"sent but not in the SPEC.md message table: {missing}"
     assert len(set(sent)) >= 30

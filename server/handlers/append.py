@@ -9,8 +9,9 @@ check under its write lock, so they see the version actually being extended.
 from __future__ import annotations
 
 from markproto.protocol import metadata, status, wire
-from markproto.server.handlers import Context
-from markproto.server.handlers.publish import check_document, written
+from markproto.protocol.errors import InvalidMetadata
+from markproto.server.handlers import Context, bad_request
+from markproto.server.handlers.publish import check_document, outcome
 
 
 async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
@@ -18,10 +19,16 @@ async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Respons
     if refused is not None:
         return refused
     if not request.body:
-        return wire.error_response(status.Status.SERVER_ERROR, "append requires a body")
-    overlay = metadata.publisher_meta(request.meta)
-    metadata.validate(overlay)
-    metadata.validate_store(overlay)  # the request's own keys, before expected-version (reference)
-    expected = metadata.parse_expected_version(request.meta.get("expected-version"), append=True)
+        return wire.error_response(status.Status.SERVER_ERROR, status.APPEND_NEEDS_BODY)
+    try:
+        overlay = metadata.publisher_meta(request.meta)
+        metadata.validate(overlay)
+        metadata.validate_store(overlay)  # the request's own keys, before expected-version
+        expected = metadata.parse_expected_version(
+            request.meta.get("expected-version"), append=True
+        )
+    except InvalidMetadata as exc:
+        return bad_request(str(exc))
     assert expected is not None  # required for APPEND: the rule raises when it is absent
-    return written(await ctx.content.append(path, request.body, overlay, expected))
+    result = await ctx.content.append(path, request.body, overlay, expected)
+    return outcome(result, path, expected, append=True)

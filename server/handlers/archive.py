@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from markproto.protocol import status, wire
 from markproto.server.handlers import Context, not_found
+from markproto.server.handlers.publish import outcome
+from markproto.server.storage.store import Version
 
 
 async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     if ctx.content.current(path) is None:
         return not_found(path)
-    doc = await ctx.content.set_archived(path, True)
-    return wire.Response(status.Status.OK, {"archived": "true", "version": str(doc.number)}, b"")
+    result = await ctx.content.set_archived(path, True)
+    if not isinstance(result, Version):
+        return outcome(result, path, None, append=False)
+    meta = {"archived": "true", "version": str(result.number)}
+    return wire.Response(status.Status.OK, meta, b"")

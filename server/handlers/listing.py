@@ -11,11 +11,10 @@ import bisect
 from dataclasses import dataclass
 
 from markproto.protocol import bodies, cursor, paths, status, wire
+from markproto.protocol.errors import InvalidCursor
 from markproto.protocol.grants import Decision
 from markproto.protocol.limits import LIST_PAGE_MAX, MAX_BODY
 from markproto.server.handlers import Context, bad_request, denied, not_found
-
-_VERSIONS_DIR = "versions"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +42,7 @@ def build_page(
     ctx: Context, path: str, token: str, *, include_archived: bool, after: str | None, limit: int
 ) -> Page:
     """Render up to ``limit`` readable entries of folder ``path`` that sort after ``after``."""
-    children = ctx.content.snapshot.children(path, include_archived)
+    children = ctx.content.children(path, include_archived)
     start = 0
     if after is not None:
         start = bisect.bisect_right(children, after.encode(), key=lambda c: c.name.encode())
@@ -54,7 +53,7 @@ def build_page(
     count, last, more = 0, None, False
     for child in children[start:]:
         name = child.name
-        if name.startswith(".") or name == _VERSIONS_DIR:
+        if name.startswith(".") or name == paths.VERSIONS_DIR:
             continue
         if not ctx.can_read(prefix + name + ("/" if child.is_dir else ""), token):
             continue
@@ -81,12 +80,15 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
         return not_found(path)
     include_archived = _flag(meta.get("include-archived", ""))
     if include_archived is None:
-        return bad_request("include-archived must be true or false")
+        return bad_request(status.INCLUDE_ARCHIVED_FLAG)
     limit = _page_size(meta.get("page-size", ""))
     if limit is None:
-        return bad_request(f"page-size must be between 1 and {LIST_PAGE_MAX}")
-    after = cursor.decode_cursor(meta.get("cursor", ""), path, include_archived) or None
-    if not ctx.content.snapshot.is_dir(path):
+        return bad_request(status.PAGE_SIZE_RANGE)
+    try:
+        after = cursor.decode_cursor(meta.get("cursor", ""), path, include_archived) or None
+    except InvalidCursor as exc:
+        return bad_request(str(exc))
+    if not ctx.content.is_dir(path):
         return not_found(path)
     page = build_page(ctx, path, token, include_archived=include_archived, after=after, limit=limit)
     out = {"entries": str(page.entries), "complete": "false" if page.more else "true"}

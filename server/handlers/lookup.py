@@ -1,4 +1,4 @@
-"""LOOKUP (protocol.md §5.7): validate, rank, filter by read auth, render the table.
+"""LOOKUP (docs/SPEC.md §5.7): validate, rank, filter by read auth, render the table.
 
 Validation runs in the reference's order with its messages (the lookup service reads the request
 keys; the scope, checked last, needs the snapshot); there is no read-auth check on the scope
@@ -12,7 +12,7 @@ from markproto.protocol import bodies, status, wire
 from markproto.protocol.paths import normalize_scope
 from markproto.server.handlers import Context, bad_request, not_found
 from markproto.server.search.service import BadQuery, parse_query
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 
 def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
@@ -22,13 +22,13 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     except BadQuery as exc:
         return bad_request(str(exc))
     scope = normalize_scope(path)
-    if scope != "/" and not ctx.content.snapshot.is_dir(scope):
+    if scope != "/" and not ctx.content.is_dir(scope):
         return not_found(scope)
     if ctx.lookup is None:
         return wire.error_response(status.Status.SERVER_ERROR, status.INTERNAL)
     token = meta.get("auth", "")
 
-    def load(doc_path: str) -> Loaded | None:
+    def load(doc_path: str) -> Version | None:
         current = ctx.content.current(doc_path)
         return ctx.content.read(current) if current is not None else None
 

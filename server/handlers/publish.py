@@ -2,34 +2,62 @@
 
 Checks run in the reference's order, so a request with several faults gets the reference's answer:
 document path and UTF-8, then the empty-body unarchive, then publisher metadata, the type default,
-the store-level keys and ``expected-version``. Refusals raised by the store (conflict, archived,
-collision, size) and by the metadata rules are turned into responses by the dispatcher, in one
-place for every write verb.
+the store-level keys and ``expected-version``; then the store's own refusals (conflict, archived,
+collision, size), which come back as values and are answered here, with the ``expected-version``
+already parsed, in one place for PUBLISH and APPEND.
 """
 
 from __future__ import annotations
 
-from markproto.protocol import bodies, metadata, status, wire
+from markproto.protocol import bodies, metadata, status, times, wire
+from markproto.protocol.errors import InvalidMetadata
 from markproto.server.handlers import Context, bad_request, not_found
-from markproto.server.storage.store import Written
+from markproto.server.storage import store
 
 
 def check_document(path: str, body: bytes) -> wire.Response | None:
     """The reference's ``ValidateDocumentContent``, shared with APPEND (also for empty bodies)."""
     if not path.endswith(".md"):
-        return bad_request("publish path must end in .md")
+        return bad_request(status.NOT_MARKDOWN)
     try:
         body.decode("utf-8")
     except UnicodeDecodeError:
-        return bad_request("document body must be valid UTF-8 text")
+        return bad_request(status.NOT_UTF8)
     return None
 
 
-def written(result: Written) -> wire.Response:
-    """``created`` for a new version; ``ok`` naming the existing version for a no-op."""
-    code = status.Status.CREATED if result.created else status.Status.OK
-    meta = {"modified": bodies.rfc3339(result.doc.modified), "version": str(result.doc.number)}
-    return wire.Response(code, meta, b"")
+def outcome(
+    result: store.Written | store.Refusal, path: str, expected: int | None, *, append: bool
+) -> wire.Response:
+    """The answer to a write the store took or refused (SPEC §5.4-5.6)."""
+    match result:
+        case store.Written(version=version, created=created):
+            code = status.Status.CREATED if created else status.Status.OK
+            meta = {"modified": times.format_time(version.modified), "version": str(version.number)}
+            return wire.Response(code, meta, b"")
+        case store.Conflict(current=current):
+            return _conflict(expected, current, append=append)
+        case store.Missing():
+            return not_found(path)
+        case store.Archived():
+            return wire.error_response(status.Status.ARCHIVED, status.UNARCHIVE_FIRST)
+        case store.Collision(reason=reason):
+            return bad_request(reason)
+        case store.TooLarge():
+            return wire.error_response(status.Status.SERVER_ERROR, status.TOO_LARGE)
+        case store.Invalid(message=message):
+            return bad_request(message)
+
+
+def _conflict(expected: int | None, server: int, *, append: bool) -> wire.Response:
+    """PUBLISH and APPEND word a conflict differently; ``expected-version: 0`` has its own body."""
+    your = server if expected is None else expected  # None: an unconditional PUBLISH lost a race
+    if your == 0 and not append:
+        body = bodies.exists_conflict_body(server)
+    else:
+        body = bodies.conflict_body(your, server, append=append)
+    meta = {"your-version": str(your), "server-version": str(server)}
+    return wire.Response(status.Status.CONFLICT, meta, body)
 
 
 async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
@@ -39,12 +67,19 @@ async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Respons
     if not request.body:
         if ctx.content.current(path) is None:
             return not_found(path)
-        doc = await ctx.content.set_archived(path, False)
-        return wire.Response(status.Status.OK, {"version": str(doc.number)}, b"")
-    publisher = metadata.publisher_meta(request.meta)
-    metadata.validate(publisher)
-    publisher = metadata.with_type_default(path, publisher)
-    metadata.validate_store(publisher)
-    expected = metadata.parse_expected_version(request.meta.get("expected-version"), append=False)
+        unarchived = await ctx.content.set_archived(path, False)
+        if not isinstance(unarchived, store.Version):
+            return outcome(unarchived, path, None, append=False)
+        return wire.Response(status.Status.OK, {"version": str(unarchived.number)}, b"")
+    try:
+        publisher = metadata.publisher_meta(request.meta)
+        metadata.validate(publisher)
+        publisher = metadata.with_type_default(path, publisher)
+        metadata.validate_store(publisher)
+        expected = metadata.parse_expected_version(
+            request.meta.get("expected-version"), append=False
+        )
+    except InvalidMetadata as exc:
+        return bad_request(str(exc))
     result = await ctx.content.publish(path, request.body, metadata.normalize(publisher), expected)
-    return written(result)
+    return outcome(result, path, expected, append=False)

@@ -1,56 +1,44 @@
 """VERSIONS (SPEC §5.3): a document's stored history, newest first, and whether its chain holds.
 
-Verifying the chain reads every version file. Version files never change once written, so the
-verdict is cached per history (a digest of each version's number, file and mtime, so a key stays
-small however long the history): repeated VERSIONS on a long history reads no version file, and any
-new, pruned or replaced version makes a new key.
+Verifying the chain reads every version file, so it never runs on the event loop: a history
+verified before answers at once from `Content`'s verdicts, any other waits for the reader thread.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
+from collections.abc import Awaitable
 
 from markproto.protocol import bodies, paths, status, wire
 from markproto.protocol.grants import Decision
 from markproto.server.handlers import Context, denied, not_found
-from markproto.server.storage.store import VersionFile
-
-CHAIN_ERROR = "chain integrity check failed"
-_CACHE_SIZE = 4096
-
-_verdicts: OrderedDict[bytes, bool] = OrderedDict()
+from markproto.server.storage.store import History
 
 
-def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
+def handle(
+    request: wire.Request, path: str, ctx: Context
+) -> wire.Response | Awaitable[wire.Response]:
     decision = ctx.read_decision(path, request.meta.get("auth", ""))
     if decision is not Decision.ALLOW:
         return denied(decision)
     history = None if paths.is_hash_path(path) else ctx.content.history(path)
-    if not history:
+    if history is None:
         return not_found(path)
-    out = {"total": str(len(history)), "current": str(history[-1].number)}
-    if _chain_valid(ctx, history):
+    verdict = ctx.content.chain_verdict(history)
+    if verdict is None:
+        return _verified(history, ctx)
+    return _response(history, verdict)
+
+
+async def _verified(history: History, ctx: Context) -> wire.Response:
+    return _response(history, await ctx.content.verify_chain(history))
+
+
+def _response(history: History, chain_valid: bool) -> wire.Response:
+    out = {"total": str(len(history.entries)), "current": str(history.entries[-1].version)}
+    if chain_valid:
         out["chain-valid"] = "true"
     else:
         out["chain-valid"] = "false"
-        out["chain-error"] = CHAIN_ERROR
-    entries = [bodies.HistoryEntry(v.number, v.modified) for v in reversed(history)]
-    return wire.Response(status.Status.OK, out, bodies.render_history(path, entries))
-
-
-def _chain_valid(ctx: Context, history: list[VersionFile]) -> bool:
-    key = hashlib.sha256(
-        "\n".join(f"{v.number}\t{v.file}\t{v.modified.isoformat()}" for v in history).encode(
-            "utf-8", "surrogateescape"
-        )
-    ).digest()
-    verdict = _verdicts.get(key)
-    if verdict is None:
-        verdict = ctx.content.chain_valid(history)
-        _verdicts[key] = verdict
-        if len(_verdicts) > _CACHE_SIZE:
-            _verdicts.popitem(last=False)
-    else:
-        _verdicts.move_to_end(key)
-    return verdict
+        out["chain-error"] = status.CHAIN_ERROR
+    body = bodies.render_history(history.path, history.entries[::-1])
+    return wire.Response(status.Status.OK, out, body)

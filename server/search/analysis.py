@@ -1,5 +1,6 @@
-"""One body cut into the shared mdoutline sections and split into words (protocol.md §10.3-10.4),
-as the compact, picklable record the body index applies: the per-document half of indexing.
+"""One body cut into the shared mdoutline sections and split into words (docs/SPEC.md §5.7, body
+mode), as the compact, picklable record the body index applies: the per-document half of
+indexing.
 
 ``analyze`` is a pure function of the body: it touches no index, so it can run in a thread or a
 worker process while the event loop serves others, and ``BodyIndex.apply`` only appends its
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from markproto.protocol import mdoutline
-from markproto.server.search.catalog import OwnFacts, own_facts
+from markproto.protocol.document import OwnFacts, own_facts
 from markproto.server.search.text import strip_markup, text_words, word_set
 
 __all__ = [
@@ -89,7 +90,7 @@ class Analysis:
 
 
 def analyze(body: bytes) -> Analysis:
-    """Cut a body into the shared mdoutline sections and split each into words (§10.4)."""
+    """Cut a body into the shared mdoutline sections and split each into words (SPEC §5.7)."""
     found = _Found()
     return dataclasses.replace(_analyze(body, found, 0), postings=found.pack())
 

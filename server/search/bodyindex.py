@@ -1,5 +1,5 @@
-"""The body index behind ``match: body`` (protocol.md §10.3-10.4): postings, ranking, snippets,
-built from the per-document records of ``analysis``.
+"""The body index behind ``match: body`` (docs/SPEC.md §5.7, body mode): postings, ranking,
+snippets, built from the per-document records of ``analysis``.
 
 Recall is the spec's: a section is a row when every query term is a word of its text, of its
 heading trail, or of the document's tags and title, and at least one is in text or trail; a
@@ -68,7 +68,7 @@ class Weights:
 
 
 def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str:
-    """The snippet of a section's raw own text (§10.4): the line of its stripped text holding
+    """The snippet of a section's raw own text (SPEC §5.7): the line of its stripped text holding
     the most distinct query terms (as substrings of the lower-cased line), then the rarest ones
     (the greatest sum of ``rarity``, one weight per term; all alike when not given), then the
     first; the first line when none holds any; cut to 240 bytes on a rune boundary. Terms never

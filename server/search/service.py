@@ -1,6 +1,6 @@
-"""The LOOKUP service: the catalog and the body index kept current as one ``Index``, a request's
-keys read into a ``Query``, and the query execution of protocol.md §5.7 (rank up to 1000 rows,
-drop what the reader may not read, then cut to ``limit``).
+"""The LOOKUP service: the catalog and the body index kept current as one ``Index``, and the
+query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the reader may not read,
+then cut to ``limit``).
 
 Indexing a document is two steps: ``analyze`` (a pure function of the body, which may run
 anywhere: a thread, a worker process) and ``apply`` (appending its arrays to the indexes, cheap,
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from markproto.protocol import status
 from markproto.protocol.bodies import LookupRow
 from markproto.protocol.gotext import trim_space
 from markproto.protocol.limits import (
@@ -34,7 +35,7 @@ from markproto.server.search.analysis import Analysis, Postings, analyze, analyz
 from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
 from markproto.server.search.catalog import Catalog, Clause, Entry, FilterError, parse_filter
 from markproto.server.search.text import catalog_terms, query_terms
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 __all__ = ["BadQuery", "Lookup", "Query", "analyze", "parse_query"]
 
@@ -68,20 +69,20 @@ def parse_query(meta: Mapping[str, str]) -> Query:
     checked last, is the caller's: it needs the snapshot)."""
     text = trim_space(meta.get("query", ""))
     if text != "*" and len(text) < LOOKUP_MIN_QUERY_RUNES:
-        raise BadQuery(f"query must be at least {LOOKUP_MIN_QUERY_RUNES} characters")
+        raise BadQuery(status.QUERY_TOO_SHORT)
     terms = min(len(catalog_terms(text)), LOOKUP_MAX_TERMS + 1)
     if terms > LOOKUP_MAX_TERMS:
-        raise BadQuery(f"query has too many terms: {terms} > {LOOKUP_MAX_TERMS}")
+        raise BadQuery(status.too_many_terms(terms))
     limit = _limit(meta.get("limit", ""))
     if limit is None:
-        raise BadQuery("invalid limit")
+        raise BadQuery(status.INVALID_LIMIT)
     try:
         clauses = parse_filter(meta.get("filter", ""))
     except FilterError as exc:
         raise BadQuery(str(exc)) from None
     mode = meta.get("match", "") or "catalog"
     if mode not in _MODES:
-        raise BadQuery(f'match must be "catalog" or "body", got {go_quote(mode)}')
+        raise BadQuery(status.unknown_match(go_quote(mode)))
     return Query(text, mode, limit, clauses)
 
 
@@ -100,9 +101,9 @@ class Lookup:
         self.catalog = Catalog()
         self.bodies = BodyIndex(weights)
         self._pool: concurrent.futures.Executor | None = None
-        self._batch: list[Loaded] = []
+        self._batch: list[Version] = []
         self._batch_bytes = 0
-        self._inflight: deque[tuple[list[Loaded], concurrent.futures.Future[_Batch]]]
+        self._inflight: deque[tuple[list[Version], concurrent.futures.Future[_Batch]]]
         self._inflight = deque()
         self._workers = 0
         self._batch_limit = 0
@@ -111,13 +112,13 @@ class Lookup:
 
     # -- keeping current -------------------------------------------------------------------------
 
-    def put(self, doc: Loaded) -> None:
+    def put(self, doc: Version) -> None:
         if self._workers:
             self._enqueue(doc)
         else:
             self.apply(doc, analyze(doc.body))
 
-    def apply(self, doc: Loaded, analysis: Analysis) -> None:
+    def apply(self, doc: Version, analysis: Analysis) -> None:
         """Make ``doc`` current from its ``analyze(doc.body)``, done wherever the caller chose."""
         self._drain()
         self._apply([(doc, analysis)], analysis.postings)
@@ -127,7 +128,7 @@ class Lookup:
         self.catalog.remove(path)
         self.bodies.remove(path)
 
-    def _apply(self, docs: Sequence[tuple[Loaded, Analysis]], block: Postings | None) -> None:
+    def _apply(self, docs: Sequence[tuple[Version, Analysis]], block: Postings | None) -> None:
         batch = []
         for doc, analysis in docs:
             entry = Entry.build(doc.path, doc.meta, doc.modified, analysis.facts)
@@ -160,7 +161,7 @@ class Lookup:
                 self._pool.shutdown(wait=True, cancel_futures=True)
                 self._pool = None
 
-    def _enqueue(self, doc: Loaded) -> None:
+    def _enqueue(self, doc: Version) -> None:
         if doc.path in self._pending:  # a batch holds one version of a path
             self._drain()
         self._pending.add(doc.path)
@@ -207,7 +208,7 @@ class Lookup:
         query: Query,
         scope: str,
         readable: Callable[[str], bool],
-        load: Callable[[str], Loaded | None],
+        load: Callable[[str], Version | None],
     ) -> list[LookupRow]:
         """The rows a LOOKUP shows: ranked (at most 1000), unreadable ones dropped silently,
         cut to the query's limit. ``load`` gives a document's current version, for body-mode
@@ -245,7 +246,7 @@ def _body_row(
     hit: Hit,
     terms: Sequence[str],
     rarity: Sequence[float],
-    load: Callable[[str], Loaded | None],
+    load: Callable[[str], Version | None],
 ) -> LookupRow:
     entry = hit.entry
     if hit.section < 0:

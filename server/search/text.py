@@ -1,9 +1,10 @@
-"""LOOKUP's text rules (protocol.md §10.2-10.3): markup stripping, body-match words, query terms.
+"""LOOKUP's text rules (docs/SPEC.md §5.7, catalog and body mode): markup stripping, body-match
+words, query terms.
 
 The spec's "tokens" are called words here: in this code base a token is a credential.
 
 Each rule is the reference's, character for character: Go's string semantics come from
-``gotext`` (§13.12), RE2's ``\\s``/``\\d`` are written as ASCII classes, and Python's ``\\w`` is
+``gotext`` (SPEC §1.1), RE2's ``\\s``/``\\d`` are written as ASCII classes, and Python's ``\\w`` is
 Go's word rune. Python's own whitespace rules (``str.split``, ``str.strip``) run only on text
 ``gotext.has_info_separators`` clears.
 
@@ -55,9 +56,9 @@ def _utf8_fits(word: str) -> bool:
 
 
 def field_words(field: str) -> list[str]:
-    """The words of one whitespace-free field (§10.3): the trimmed, lower-cased whole word, then,
-    if it holds a non-word rune, each of its word runs; each kept only at >= 2 runes and <= 32
-    bytes."""
+    """The words of one whitespace-free field (SPEC §5.7): the trimmed, lower-cased whole word,
+    then, if it holds a non-word rune, each of its word runs; each kept only at >= 2 runes and
+    <= 32 bytes."""
     whole = lower(_TRIM.sub("", field))
     if not whole:
         return []
@@ -107,7 +108,7 @@ def word_set(texts: Iterable[str]) -> set[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    """Body-mode query terms (§10.3): each field trimmed and lower-cased; over 32 bytes it is
+    """Body-mode query terms (§5.7): each field trimmed and lower-cased; over 32 bytes it is
     replaced by its word runs; kept at >= 2 runes; duplicates dropped, first seen order kept."""
     out: dict[str, None] = {}
     for field in fields(query):
@@ -121,7 +122,7 @@ def query_terms(query: str) -> list[str]:
 
 
 def catalog_terms(query: str) -> list[str]:
-    """Catalog-mode terms (§10.2): the distinct whitespace fields of the lower-cased query."""
+    """Catalog-mode terms (§5.7): the distinct whitespace fields of the lower-cased query."""
     return list(dict.fromkeys(fields(lower(query))))
 
 
@@ -142,7 +143,7 @@ _TEXT = methodcaller("group", 1)
 
 
 def strip_markup(raw: str) -> str:
-    """Markdown reduced to prose lines (§10.3 stripMarkup).
+    """Markdown reduced to prose lines (SPEC §5.7, "Body mode: what is indexed").
 
     The reference applies every rule line by line. Here the line-start rules run per line, and
     the rules that work inside a line (links, tags, inline marks) run once over the kept lines,

@@ -1,8 +1,11 @@
 """The served content: the store on disk, its in-memory snapshot and its indexes, kept in step.
 
-Handlers read through this and write through this, never around it: every write runs on the single
-writer thread, and its result is applied to the snapshot and to every index on the event loop
-before the response goes out, so the next request on any connection sees it.
+This is the one door to stored state: handlers read and write through it and never around it
+(the store and the snapshot are its own). Every write runs on the single writer thread, and its
+result is applied to the snapshot and to every index on the event loop before the response goes
+out, so the next request on any connection sees it. Reads answer on the event loop from the
+snapshot and immutable version files, except verifying a hash chain, which reads a whole history
+and so runs on a reader thread.
 """
 
 from __future__ import annotations
@@ -10,26 +13,39 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import hashlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from markproto.server.storage import recovery
-from markproto.server.storage.snapshot import Current, Snapshot
-from markproto.server.storage.store import Corrupt, Loaded, Store, VersionFile, Written
+from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
+from markproto.server.storage.store import (
+    Collision,
+    Corrupt,
+    History,
+    Missing,
+    Refusal,
+    Store,
+    Version,
+    Written,
+)
 
 log = logging.getLogger("markproto.server.storage.content")
 
 T = TypeVar("T")
 
+VERDICTS = 4096
+"""Chain verdicts kept (a few dozen bytes each)."""
+
 
 class Index(Protocol):
     """Anything kept current with the live documents (the catalog, the body index)."""
 
-    def put(self, doc: Loaded) -> None: ...
+    def put(self, doc: Version) -> None: ...
 
     def remove(self, path: str) -> None: ...
 
@@ -45,25 +61,25 @@ class Changes:
         return bool(self.updated or self.removed)
 
 
-class _LoadedCache:
-    """A byte-bounded LRU of parsed version files; they never change, so entries never go stale."""
+class _VersionCache:
+    """A byte-bounded LRU of versions read in full; they never change, so entries never go stale."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max = max_bytes
         self._size = 0
-        self._items: OrderedDict[str, Loaded] = OrderedDict()
+        self._items: OrderedDict[str, Version] = OrderedDict()
 
-    def get(self, file: str) -> Loaded | None:
-        doc = self._items.get(file)
-        if doc is not None:
+    def get(self, file: str) -> Version | None:
+        version = self._items.get(file)
+        if version is not None:
             self._items.move_to_end(file)
-        return doc
+        return version
 
-    def put(self, doc: Loaded) -> None:
-        if len(doc.body) > self._max // 4 or doc.file in self._items:
+    def put(self, version: Version) -> None:
+        if len(version.body) > self._max // 4 or version.file in self._items:
             return
-        self._items[doc.file] = doc
-        self._size += len(doc.body)
+        self._items[version.file] = version
+        self._size += len(version.body)
         while self._size > self._max:
             _, old = self._items.popitem(last=False)
             self._size -= len(old.body)
@@ -73,11 +89,13 @@ class Content:
     """One content root, served."""
 
     def __init__(self, store: Store, indexes: Iterable[Index] = (), cache_bytes: int = 32 << 20):
-        self.store = store
-        self.snapshot = Snapshot()
+        self._store = store
+        self._snapshot = Snapshot()
         self.indexes = list(indexes)
-        self._cache = _LoadedCache(cache_bytes)
+        self._cache = _VersionCache(cache_bytes)
+        self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
+        self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-reader")
 
     @classmethod
     def open(
@@ -85,88 +103,126 @@ class Content:
     ) -> Content:
         """Recover from interrupted writes, then build the snapshot and indexes in one walk."""
         content = cls(Store(root), indexes, cache_bytes)
-        recovery.recover(content.store)
-        for kind, path in content.store.walk():
+        recovery.recover(content._store.layout)
+        for kind, path in content._store.layout.walk():
             if kind == "dir":
-                content.snapshot.add_dir(path)
+                content._snapshot.add_dir(path)
                 continue
-            doc = content._load_logged(path)
-            if doc is not None:
-                content._apply(doc)
+            version = content._load_logged(path)
+            if version is not None:
+                content._apply(version)
         return content
 
     def close(self) -> None:
+        self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
 
     # -- reads (event loop) -----------------------------------------------------------------------
 
-    def current(self, path: str) -> Current | None:
-        return self.snapshot.get(path)
+    def current(self, path: str) -> CurrentVersion | None:
+        return self._snapshot.get(path)
 
-    def read(self, current: Current) -> Loaded | None:
-        """The current version's full content (cached)."""
-        doc = self._cache.get(current.file)
-        if doc is None:
+    def current_versions(self) -> Iterator[CurrentVersion]:
+        """Every document's current version, archived ones too."""
+        return iter(self._snapshot.docs.values())
+
+    def is_dir(self, path: str) -> bool:
+        return self._snapshot.is_dir(path)
+
+    def children(self, path: str, include_archived: bool) -> list[Child]:
+        """A folder's visible entries in byte order of name (LIST and directory FETCH)."""
+        return self._snapshot.children(path, include_archived)
+
+    def resolve_hash(self, digest: str) -> list[str]:
+        """The paths whose current, non-archived version has this content-hash, sorted."""
+        return self._snapshot.resolve_hash(digest)
+
+    def read(self, current: CurrentVersion) -> Version | None:
+        """The current version in full (cached)."""
+        version = self._cache.get(current.file)
+        if version is None:
             # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
             # this server serves, consistently across verbs.
-            doc = self.store.load_file(current.path, current.file)
-            if doc is None:
+            version = self._store.load_file(current.path, current.file)
+            if version is None:
                 return None
-            self._cache.put(doc)
-        if doc.archived != current.archived:
-            doc = dataclasses.replace(doc, archived=current.archived)
-        return doc
+            self._cache.put(version)
+        if version.archived != current.archived:
+            version = dataclasses.replace(version, archived=current.archived)
+        return version
 
-    def read_version(self, path: str, number: int) -> Loaded | None:
+    def read_version(self, path: str, number: int) -> Version | None:
         """An older (or the current) version; archived state does not matter here."""
-        return self.store.load(path, number)
+        return self._store.load(path, number)
 
-    def history(self, path: str) -> list[VersionFile] | None:
-        return self.store.history(path)
+    def history(self, path: str) -> History | None:
+        return self._store.history(path)
 
-    def chain_valid(self, versions: list[VersionFile]) -> bool:
-        return self.store.chain_valid(versions)
+    def chain_verdict(self, history: History) -> bool | None:
+        """Whether this exact history's chain holds, if it was verified before.
+
+        Version files never change once written, so a verdict is kept per history: a digest of
+        each version's number, file and mtime (small however long the history), so any new,
+        pruned or replaced version makes a new key.
+        """
+        key = _history_key(history)
+        verdict = self._verdicts.get(key)
+        if verdict is not None:
+            self._verdicts.move_to_end(key)
+        return verdict
+
+    async def verify_chain(self, history: History) -> bool:
+        """Read every version file of ``history`` on the reader thread and keep the verdict."""
+        loop = asyncio.get_running_loop()
+        verdict = await loop.run_in_executor(self._reader, self._store.chain_valid, history)
+        self._verdicts[_history_key(history)] = verdict
+        if len(self._verdicts) > VERDICTS:
+            self._verdicts.popitem(last=False)
+        return verdict
 
     # -- writes (writer thread, then applied on the event loop) ----------------------------------
 
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
-    ) -> Written:
-        written = await self._run(self.store.publish, path, body, meta, expected)
-        self._apply(written.doc)
-        return written
+    ) -> Written | Refusal:
+        outcome = await self._run(self._store.publish, path, body, meta, expected)
+        if isinstance(outcome, Written):
+            self._apply(outcome.version)
+        return outcome
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
-    ) -> Written:
-        written = await self._run(self.store.append, path, text, overlay, expected)
-        self._apply(written.doc)
-        return written
+    ) -> Written | Refusal:
+        outcome = await self._run(self._store.append, path, text, overlay, expected)
+        if isinstance(outcome, Written):
+            self._apply(outcome.version)
+        return outcome
 
-    async def set_archived(self, path: str, archived: bool) -> Loaded:
-        doc = await self._run(self.store.set_archived, path, archived)
-        self._apply(doc)
-        return doc
+    async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
+        outcome = await self._run(self._store.set_archived, path, archived)
+        if isinstance(outcome, Version):
+            self._apply(outcome)
+        return outcome
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
-    def _apply(self, doc: Loaded) -> None:
-        self.snapshot.put(Current.of(doc))
+    def _apply(self, version: Version) -> None:
+        self._snapshot.put(CurrentVersion.of(version))
         for index in self.indexes:
-            if doc.archived:
-                index.remove(doc.path)
+            if version.archived:
+                index.remove(version.path)
             else:
-                index.put(doc)
+                index.put(version)
 
     def _forget(self, path: str) -> None:
-        self.snapshot.remove(path)
+        self._snapshot.remove(path)
         for index in self.indexes:
             index.remove(path)
 
-    def _load_logged(self, path: str) -> Loaded | None:
+    def _load_logged(self, path: str) -> Version | None:
         try:
-            return self.store.load(path)
+            return self._store.load(path)
         except Corrupt as exc:
             log.error("not serving a corrupt version file: %s", exc)
             return None
@@ -179,28 +235,29 @@ class Content:
         The scan runs on the writer thread, so it is ordered with writes: its result is applied
         before any later write's, and it can never re-apply an older version over a newer one.
         """
-        known = {path: (doc.file, doc.archived) for path, doc in self.snapshot.docs.items()}
+        known = {path: (doc.file, doc.archived) for path, doc in self._snapshot.docs.items()}
         changed, dirs = await self._run(self._scan, known)
         return self._apply_scan(changed, dirs)
 
     def _scan(
         self, known: Mapping[str, tuple[str, bool]]
-    ) -> tuple[dict[str, Loaded | None], set[str]]:
+    ) -> tuple[dict[str, Version | None], set[str]]:
+        layout = self._store.layout
         seen: set[str] = set()
         dirs: set[str] = set()
-        changed: dict[str, Loaded | None] = {}
-        for kind, path in self.store.walk():
+        changed: dict[str, Version | None] = {}
+        for kind, path in layout.walk():
             if kind == "dir":
                 dirs.add(path)
                 continue
             seen.add(path)
-            pointer = self.store.pointer(path)
+            pointer = layout.pointer(path)
             if pointer is None:
                 if path in known:
                     changed[path] = None
                 continue
             if path in known and known[path][0] == pointer.file:
-                flag = self.store.archive_flag(path)
+                flag = layout.archive_flag(path)
                 archived = known[path][1]
                 if flag == archived or (flag is None and not archived):
                     continue
@@ -209,18 +266,26 @@ class Content:
             changed[path] = None
         return changed, dirs
 
-    def _apply_scan(self, changed: Mapping[str, Loaded | None], dirs: set[str]) -> Changes:
+    def _apply_scan(self, changed: Mapping[str, Version | None], dirs: set[str]) -> Changes:
         for path in sorted(dirs):
-            self.snapshot.add_dir(path)
-        for path in self.snapshot.dirs():
+            self._snapshot.add_dir(path)
+        for path in self._snapshot.dirs():
             if path not in dirs:
-                self.snapshot.remove_dir(path)
+                self._snapshot.remove_dir(path)
         updated, removed = [], []
-        for path, doc in changed.items():
-            if doc is None:
+        for path, version in changed.items():
+            if version is None:
                 self._forget(path)
                 removed.append(path)
             else:
-                self._apply(doc)
+                self._apply(version)
                 updated.append(path)
         return Changes(tuple(updated), tuple(removed))
+
+
+def _history_key(history: History) -> bytes:
+    lines = (
+        f"{entry.version}\t{file}\t{entry.modified.isoformat()}"
+        for entry, file in zip(history.entries, history.files, strict=True)
+    )
+    return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogateescape")).digest()

@@ -13,17 +13,17 @@ import logging
 import os
 
 from markproto import durable
-from markproto.server.storage.store import ARCHIVE_FILE, VERSION_NAME, VERSIONS_DIR, Store
+from markproto.server.storage.layout import ARCHIVE_FILE, VERSION_NAME, VERSIONS_DIR, Layout
 
 log = logging.getLogger("markproto.server.storage.recovery")
 
 
-def recover(store: Store) -> list[str]:
-    """Clean every folder of ``store``; return the files removed."""
+def recover(layout: Layout) -> list[str]:
+    """Clean every folder of a content root; return the files removed."""
     removed: list[str] = []
-    for kind, path in list(store.walk()):
+    for kind, path in list(layout.walk()):
         if kind == "dir":
-            removed += _folder(store, path)
+            removed += _folder(layout, path)
     return removed
 
 
@@ -31,9 +31,9 @@ def _child(folder: str, name: str) -> str:
     return ("" if folder == "/" else folder) + "/" + name
 
 
-def _folder(store: Store, path: str) -> list[str]:
+def _folder(layout: Layout, path: str) -> list[str]:
     removed: list[str] = []
-    folder = store.fs_path(path)
+    folder = layout.fs_path(path)
     try:
         names = os.listdir(folder)
     except OSError:
@@ -47,12 +47,12 @@ def _folder(store: Store, path: str) -> list[str]:
         if durable.TMP_NAME.match(name):
             removed += _remove(vroot, name)
         elif os.path.isdir(full) and not os.path.islink(full):
-            removed += _history(store, _child(path, name), full)
+            removed += _history(layout, _child(path, name), full)
     for name in os.listdir(vroot):
         stem, dot, rest = name.rpartition(".v")
         if not dot or not VERSION_NAME.match("v" + rest):
             continue
-        pointer = store.pointer(_child(path, stem))
+        pointer = layout.pointer(_child(path, stem))
         twin = os.path.join(vroot, stem, "v" + rest)
         migrated = pointer is not None and not pointer.legacy and os.path.exists(twin)
         if migrated and os.path.samefile(twin, os.path.join(vroot, name)):
@@ -60,10 +60,10 @@ def _folder(store: Store, path: str) -> list[str]:
     return removed
 
 
-def _history(store: Store, doc: str, vdir: str) -> list[str]:
+def _history(layout: Layout, doc: str, vdir: str) -> list[str]:
     """One document's version folder: strays above its pointer, or all of it without one."""
     removed: list[str] = []
-    pointer = store.pointer(doc)
+    pointer = layout.pointer(doc)
     for entry in os.listdir(vdir):
         if durable.TMP_NAME.match(entry):
             removed += _remove(vdir, entry)

@@ -7,17 +7,16 @@ immutable, so the snapshot only needs to know which file is current and whether 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from markproto.protocol import paths
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 
 @dataclass(frozen=True, slots=True)
-class Current:
-    """A document's current version, as the read verbs need it (never its body)."""
+class CurrentVersion:
+    """What the snapshot keeps of a document's current version: a `Version` without its body."""
 
     path: str
     number: int
@@ -29,16 +28,16 @@ class Current:
     content_hash: str
 
     @classmethod
-    def of(cls, doc: Loaded) -> Current:
+    def of(cls, version: Version) -> CurrentVersion:
         return cls(
-            doc.path,
-            doc.number,
-            doc.file,
-            doc.modified,
-            doc.archived,
-            doc.meta,
-            doc.etag,
-            doc.content_hash,
+            version.path,
+            version.number,
+            version.file,
+            version.modified,
+            version.archived,
+            version.meta,
+            version.etag,
+            version.content_hash,
         )
 
 
@@ -64,13 +63,13 @@ class Snapshot:
     """Current documents, folders and the content-hash index of live documents."""
 
     def __init__(self) -> None:
-        self.docs: dict[str, Current] = {}
+        self.docs: dict[str, CurrentVersion] = {}
         self.by_hash: dict[str, set[str]] = {}
         self._dirs: dict[str, _Dir] = {"/": _Dir()}
 
     # -- queries ----------------------------------------------------------------------------------
 
-    def get(self, path: str) -> Current | None:
+    def get(self, path: str) -> CurrentVersion | None:
         return self.docs.get(path)
 
     def is_dir(self, path: str) -> bool:
@@ -95,9 +94,6 @@ class Snapshot:
         out.sort(key=lambda c: c.name.encode())
         return out
 
-    def live_docs(self) -> Iterator[Current]:
-        return (doc for doc in self.docs.values() if not doc.archived)
-
     # -- updates ----------------------------------------------------------------------------------
 
     def add_dir(self, path: str) -> None:
@@ -110,7 +106,7 @@ class Snapshot:
             self._dirs[folder] = _Dir()
             self._dirs[paths.parent(folder)].subdirs.add(paths.base(folder))
 
-    def put(self, doc: Current) -> Current | None:
+    def put(self, doc: CurrentVersion) -> CurrentVersion | None:
         """Insert or replace a document; return what it replaced."""
         old = self.docs.get(doc.path)
         if old is not None:
@@ -125,7 +121,7 @@ class Snapshot:
             self.by_hash.setdefault(doc.content_hash, set()).add(doc.path)
         return old
 
-    def remove(self, path: str) -> Current | None:
+    def remove(self, path: str) -> CurrentVersion | None:
         """Forget a document that vanished from disk."""
         old = self.docs.pop(path, None)
         if old is None:
@@ -148,14 +144,14 @@ class Snapshot:
     def dirs(self) -> list[str]:
         return list(self._dirs)
 
-    def _unhash(self, doc: Current) -> None:
+    def _unhash(self, doc: CurrentVersion) -> None:
         holders = self.by_hash.get(doc.content_hash)
         if holders is not None:
             holders.discard(doc.path)
             if not holders:
                 del self.by_hash[doc.content_hash]
 
-    def _count(self, doc: Current, sign: int) -> None:
+    def _count(self, doc: CurrentVersion, sign: int) -> None:
         path = doc.path
         while path != "/":
             path = paths.parent(path)

@@ -50,6 +50,7 @@ from markproto.client.connection import Pool
 from markproto.client.trust import Trust
 from markproto.protocol import metadata, wire
 from markproto.server import seed
+from markproto.server.storage.layout import Layout
 from markproto.server.storage.store import Store
 
 CORPUS = SHARED / "corpus" / "fastapi-docs"
@@ -179,7 +180,7 @@ def start(root: Path, state: Path) -> tuple[ServerProcess, float, int]:
 def measure(
     name: str, root: Path, state: Path, *, starts: int, fetches: int, idle: float
 ) -> Sample:
-    paths = [path for kind, path in Store(root).walk() if kind == "doc"]
+    paths = [path for kind, path in Layout(root).walk() if kind == "doc"]
     size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
     times, peaks = [], []
     for _ in range(starts - 1):

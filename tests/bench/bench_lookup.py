@@ -39,9 +39,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import perfkit
 from bench_retrieval import CORPUS, QUESTIONS, corpus, loaded
+from support.exchange import seed
 
 from markproto.protocol import mdoutline
 from markproto.protocol.bodies import LookupRow
@@ -52,7 +54,7 @@ from markproto.server.search.catalog import Entry
 from markproto.server.search.service import Lookup, Query
 from markproto.server.search.text import strip_markup
 from markproto.server.storage.content import Content
-from markproto.server.storage.store import Loaded, Store
+from markproto.server.storage.store import Version
 
 REPEATS = 7
 
@@ -87,12 +89,6 @@ class Fts5:
         return [LookupRow(p, a, 0.5, h, (), snip) for p, a, h, snip in found]
 
 
-def publish(root: Path, docs: Sequence[tuple[str, bytes]]) -> None:
-    store = Store(root)
-    for path, body in docs:
-        store.publish(path, body, with_type_default(path, {}), None)
-
-
 def cpu_seconds() -> float:
     """CPU time of this process and of its reaped children (the bulk build's workers)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -115,7 +111,7 @@ def cold_start(root: Path, *, bulk: bool) -> tuple[float, float, Lookup, Content
 
 def reindex(lookup: Lookup, content: Content) -> tuple[float, int]:
     """Median seconds to put a new version of a ~10 KB document (then the stored one again)."""
-    stored = [doc for c in content.snapshot.docs.values() if (doc := content.read(c)) is not None]
+    stored = [doc for c in content.current_versions() if (doc := content.read(c)) is not None]
     target = min(stored, key=lambda doc: abs(len(doc.body) - 10_000))
     times = []
     for round_ in range(50):
@@ -300,7 +296,7 @@ def startup(say: Report, root: Path, mb: float) -> tuple[Lookup, Content]:
 def latency(
     say: Report, lookup: Lookup, content: Content, docs: Sequence[tuple[str, bytes]]
 ) -> None:
-    def load(path: str) -> Loaded | None:
+    def load(path: str) -> Version | None:
         current = content.current(path)
         return content.read(current) if current is not None else None
 
@@ -401,7 +397,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.root or Path(tmp)
         if not any(root.iterdir()):
-            publish(root, docs)
+            seed(root, [(path, body, {}) for path, body in docs])
         lookup, content = startup(say, root, mb)
         try:
             latency(say, lookup, content, docs)

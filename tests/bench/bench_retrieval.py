@@ -52,7 +52,7 @@ from markproto.protocol.metadata import with_type_default
 from markproto.server.search.bodyindex import Weights
 from markproto.server.search.service import Lookup, Query
 from markproto.server.search.text import query_terms, strip_markup, text_words, word_set
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 HERE = Path(__file__).resolve().parent
 CORPORA = {
@@ -82,9 +82,9 @@ def corpus(copies: int = 1, root: Path = CORPUS) -> list[tuple[str, bytes]]:
     return out
 
 
-def loaded(path: str, body: bytes) -> Loaded:
+def loaded(path: str, body: bytes) -> Version:
     """A document as the store would hand it over (publisher metadata: the type default)."""
-    return Loaded(
+    return Version(
         path,
         1,
         f"{path}/v1",

@@ -45,7 +45,7 @@ DOC_BODY = (
 REQUEST = wire.emit_request(wire.Request("FETCH", DOC_PATH, {}, b""))
 IN_FLIGHT = 50
 CONNECTIONS = 50
-_NO_REUSE = {"markproto.server.handlers.fetch._ENCODED_MAX_BODY": -1}
+_NO_REUSE = {"markproto.server.responses.CACHED_BODY_MAX": -1}
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {  # label: (log level, module patches)
     "ours": ("info", {}),
     "ours, no response reuse": ("info", _NO_REUSE),
@@ -236,7 +236,7 @@ INFO before (the record cost more than serving the request: 36 µs against 17 µ
 `server/dispatch.py` now counts successful reads at INFO and writes one summary record a minute;
 writes and refusals are still logged one by one, and every request at DEBUG); "no response
 reuse" encodes each FETCH response afresh instead of reusing the bytes of a current version's
-response (`server/handlers/fetch.py`, which halves the dispatch cost of a small FETCH, 10 µs to
+response (`server/responses.py`, which halves the dispatch cost of a small FETCH, 10 µs to
 5 µs in-process). "neither" is the server as it was.
 """
     perfkit.write_section("Wire throughput", f"{perfkit.stamp('wire')}\n{notes}\n{text}\n")

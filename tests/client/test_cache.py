@@ -96,9 +96,12 @@ def test_least_recently_used_entries_go_first(tmp_path: Path) -> None:
     probe.put("FETCH", "h:1", "/00.md", DOC)
     size = entries(probe)[0].stat().st_size
     cache = Cache(tmp_path / "cache", max_bytes=10 * size)
+    (tmp_path / "cache").mkdir()
     for n in range(10):
+        before = set(entries(cache))
         cache.put("FETCH", "h:1", f"/{n:02}.md", DOC)
-        os.utime(cache._file("FETCH", "h:1", f"/{n:02}.md"), (1000 + n, 1000 + n))
+        (new,) = set(entries(cache)) - before
+        os.utime(new, (1000 + n, 1000 + n))
     assert cache.get("FETCH", "h:1", "/00.md") == DOC  # used now: the newest
     cache.put("FETCH", "h:1", "/10.md", DOC)
     assert len(entries(cache)) == 10
@@ -139,5 +142,6 @@ def test_any_response_round_trips(
 def test_any_file_content_is_an_entry_or_a_miss(tmp_path: Path, data: bytes) -> None:
     cache = Cache(tmp_path)
     cache.put("FETCH", "h:1", "/a.md", DOC)
-    cache._file("FETCH", "h:1", "/a.md").write_bytes(data)
+    (entry,) = entries(cache)
+    entry.write_bytes(data)
     assert cache.get("FETCH", "h:1", "/a.md") in (None, DOC)

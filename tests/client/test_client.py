@@ -1,5 +1,6 @@
 """The client library: typed verbs against a real server, retries and at-most-once writes against
-a scripted pool, the cache end to end, sections, and the blocking facade."""
+a scripted pool, the cache end to end, sections. The blocking facade and the environment setup
+have their own modules (test_sync.py, test_environment.py)."""
 
 from __future__ import annotations
 
@@ -10,32 +11,39 @@ from typing import Any
 import pytest
 from support.server import WRITE_TOKEN, RunningServer, running_server
 
-from markproto.client import client as client_module
-from markproto.client.cache import Cache
-from markproto.client.client import (
-    AnchorNotFound,
-    Client,
-    LookupResult,
-    OutcomeUnknown,
-    Result,
-    SyncClient,
-)
-from markproto.client.connection import (
+from markproto.client import (
     ALPNMismatch,
+    AnchorNotFound,
+    Cache,
     CertificateChanged,
+    Client,
     ConnectionLost,
     HandshakeFailed,
+    InvalidURL,
+    KnownHostsError,
+    LookupResult,
+    MarkError,
+    OutcomeUnknown,
     Pool,
     RequestTimeout,
     ResponseTooLarge,
+    Result,
+    StatusError,
     StreamReset,
+    Tokens,
+    TokenStoreError,
     TransportError,
+    Trust,
+    TrustError,
     Unreachable,
+    UnreadableResponse,
+    Untrusted,
+    UsageError,
 )
-from markproto.client.tokenstore import Tokens
-from markproto.client.trust import Trust
+from markproto.client import client as client_module
+from markproto.client.results import CATALOG_FALLBACK_NOTE
 from markproto.protocol import bodies
-from markproto.protocol.errors import InvalidURL, MalformedResponse
+from markproto.protocol.errors import InvalidURL as ProtocolInvalidURL
 from markproto.protocol.wire import Response, emit_response
 
 DOC = (
@@ -202,8 +210,68 @@ async def test_requests_with_a_token_are_never_cached(writer: Client, tmp_path: 
 
 async def test_bare_paths_need_a_default_host() -> None:
     async with Client() as client:
-        with pytest.raises(InvalidURL):
+        with pytest.raises(InvalidURL) as caught:
             await client.fetch("/a.md")
+    assert isinstance(caught.value, MarkError)
+    assert isinstance(caught.value, ValueError)
+    assert "names no server" in str(caught.value)
+
+
+async def test_raise_for_status_turns_a_refusal_into_a_status_error(writer: Client) -> None:
+    created = await writer.publish("/docs/a.md", DOC, expected_version=0)
+    assert created.raise_for_status() is created
+    with pytest.raises(StatusError) as caught:
+        (await writer.fetch("/docs/missing.md")).raise_for_status()
+    assert (caught.value.status, caught.value.message) == (
+        "not-found",
+        "/docs/missing.md not found",
+    )
+    assert str(caught.value) == "not-found: /docs/missing.md not found"
+    assert caught.value.result is not None and caught.value.result.status == "not-found"
+    conflict = await writer.publish("/docs/a.md", b"# B\n", expected_version=0)
+    with pytest.raises(StatusError, match=r"^conflict: ") as refused:
+        conflict.raise_for_status()
+    assert "\n" not in refused.value.message
+    assert isinstance(refused.value, MarkError)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UsageError,
+        InvalidURL,
+        TransportError,
+        Unreachable,
+        ConnectionLost,
+        StreamReset,
+        RequestTimeout,
+        ResponseTooLarge,
+        ALPNMismatch,
+        UnreadableResponse,
+        OutcomeUnknown,
+        TrustError,
+        HandshakeFailed,
+        Untrusted,
+        CertificateChanged,
+        KnownHostsError,
+        StatusError,
+        AnchorNotFound,
+        TokenStoreError,
+    ],
+)
+def test_every_failure_is_a_mark_error(failure: type[Exception]) -> None:
+    assert issubclass(failure, MarkError)
+
+
+def test_the_branches_of_the_error_tree() -> None:
+    assert issubclass(InvalidURL, UsageError) and issubclass(UsageError, ValueError)
+    assert issubclass(InvalidURL, ProtocolInvalidURL)
+    for trust in (HandshakeFailed, Untrusted, CertificateChanged, KnownHostsError):
+        assert issubclass(trust, TrustError) and issubclass(trust, TransportError)
+    for transport in (Unreachable, RequestTimeout, UnreadableResponse, OutcomeUnknown):
+        assert issubclass(transport, TransportError)
+        assert not issubclass(transport, TrustError)
+    assert not issubclass(StatusError, TransportError)
 
 
 # --- retries and at-most-once writes, on a scripted pool ----------------------------------------
@@ -284,13 +352,26 @@ async def test_permanent_failures_are_not_retried(failure: TransportError) -> No
 async def test_a_write_that_may_have_landed_is_never_resent() -> None:
     client, pool = scripted(RequestTimeout("h:1: no response within 10 s", sent=True), CREATED)
     with pytest.raises(OutcomeUnknown) as caught:
-        await client.publish("mark://h:1/a.md#x", b"# A\n", expected_version=3)
+        await client.publish("mark://h:1/a.md", b"# A\n", expected_version=3)
     assert caught.value.sent is True
     assert str(caught.value) == (
         "h:1: no response within 10 s; the outcome of PUBLISH is unknown: it may have been "
         "applied, so fetch mark://h:1/a.md before retrying"
     )
     assert pool.sent == [b'PUBLISH /a.md\n---\nauth: tok\nexpected-version: "3"\n---\n# A\n']
+
+
+@pytest.mark.parametrize("verb", ["publish", "append", "archive"])
+async def test_a_write_to_a_section_is_refused_before_anything_is_sent(verb: str) -> None:
+    client, pool = scripted(CREATED)
+    call = {
+        "publish": lambda: client.publish("mark://h:1/a.md#part", b"x", expected_version=None),
+        "append": lambda: client.append("mark://h:1/a.md#part", b"x"),
+        "archive": lambda: client.archive("mark://h:1/a.md#part"),
+    }[verb]
+    with pytest.raises(UsageError, match=r"writes the whole document, not one section: drop #part"):
+        await call()
+    assert pool.sent == []
 
 
 async def test_a_write_that_never_left_is_retried() -> None:
@@ -302,8 +383,9 @@ async def test_a_write_that_never_left_is_retried() -> None:
 
 async def test_an_unreadable_answer() -> None:
     client, _ = scripted(b"no frontmatter at all")
-    with pytest.raises(MalformedResponse):
+    with pytest.raises(UnreadableResponse) as caught:
         await client.fetch("mark://h:1/a.md")
+    assert str(caught.value).startswith("h:1: unreadable response (")
     client, _ = scripted(b"no frontmatter at all")
     with pytest.raises(OutcomeUnknown, match="outcome of APPEND is unknown"):
         await client.append("mark://h:1/a.md", b"x", expected_version=1)
@@ -333,7 +415,7 @@ async def test_lookup_request_bytes_and_catalog_fallback() -> None:
     ]
     assert result.answered_from_catalog is True
     assert result.rows[0].importance == 0.7
-    assert client_module.CATALOG_FALLBACK_NOTE.endswith("is not evidence of absence")
+    assert CATALOG_FALLBACK_NOTE.endswith("is not evidence of absence")
 
 
 async def test_list_request_bytes() -> None:
@@ -362,14 +444,7 @@ async def test_list_request_bytes() -> None:
 )
 async def test_arguments_are_checked_before_anything_is_sent(call: Any, message: str) -> None:
     client, pool = scripted(OK)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UsageError, match=message) as caught:
         await call(client)
+    assert isinstance(caught.value, ValueError)
     assert pool.sent == []
-
-
-def test_sync_facade() -> None:
-    pool = ScriptedPool(OK, CREATED)
-    with SyncClient(Client(pool, default_host="mark://h:1")) as client:
-        assert client.fetch("/a.md").version == 4
-        assert client.publish("/a.md", b"x", expected_version=4).status == "created"
-    assert pool.sent[1] == b'PUBLISH /a.md\n---\nexpected-version: "4"\n---\nx'

@@ -6,18 +6,18 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aioquic.asyncio.protocol import QuicConnectionProtocol
-from aioquic.asyncio.server import QuicServer, serve
+from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.connection import stream_is_unidirectional
-from aioquic.quic.events import QuicEvent, StreamDataReceived
-from support.echo import start_echo
+from aioquic.quic.connection import QuicConnection, stream_is_unidirectional
+from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamDataReceived
 
-from markproto.client.connection import (
+from markproto.client import (
     ALPNMismatch,
     ConnectionLost,
     Pool,
@@ -25,10 +25,11 @@ from markproto.client.connection import (
     ResponseTooLarge,
     StreamReset,
     TransportError,
+    Trust,
     Unreachable,
-    split_authority,
+    UsageError,
 )
-from markproto.client.trust import Trust
+from markproto.client.connection import split_authority
 from markproto.protocol.limits import ALPN
 from markproto.server import devcert
 
@@ -36,14 +37,18 @@ Answer = Callable[["Peer", int, bytes], None]
 
 
 class Peer(QuicConnectionProtocol):
-    """A server connection that records itself and answers each whole request with ``answer``."""
+    """A server connection that records itself and answers each whole request with ``answer``.
+    Once ``silent`` it sends nothing more, as a server that vanished."""
 
     answer: Answer
     log: list[Peer]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, quic: QuicConnection, *args: Any, **kwargs: Any) -> None:
+        super().__init__(quic, *args, **kwargs)
+        self.quic = quic
         self.buffers: dict[int, bytearray] = {}
+        self.terminated = asyncio.Event()
+        self.silent = False
         self.log.append(self)
 
     def quic_event_received(self, event: QuicEvent) -> None:
@@ -52,14 +57,24 @@ class Peer(QuicConnectionProtocol):
             buf += event.data
             if event.end_stream:
                 self.answer(self, event.stream_id, bytes(self.buffers.pop(event.stream_id)))
+        elif isinstance(event, ConnectionTerminated):
+            self.terminated.set()
+
+    def transmit(self) -> None:
+        if not self.silent:
+            super().transmit()
 
 
 def echo(peer: Peer, sid: int, data: bytes) -> None:
-    peer._quic.send_stream_data(sid, data, end_stream=True)
+    peer.quic.send_stream_data(sid, data, end_stream=True)
+
+
+def double(peer: Peer, sid: int, data: bytes) -> None:
+    peer.quic.send_stream_data(sid, data * 2, end_stream=True)
 
 
 def reset(peer: Peer, sid: int, data: bytes) -> None:
-    peer._quic.reset_stream(sid, 7)
+    peer.quic.reset_stream(sid, 7)
 
 
 def swallow(peer: Peer, sid: int, data: bytes) -> None:
@@ -87,6 +102,26 @@ def certs(tmp_path: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+@dataclass
+class Served:
+    """A test QUIC server: its UDP port and every connection it accepted."""
+
+    transport: asyncio.DatagramTransport
+    port: int
+    peers: list[Peer]
+
+    async def stop(self, *, polite: bool = True) -> None:
+        """Stop for good. Polite: CONNECTION_CLOSE on every connection first; impolite: vanish.
+        Every connection then goes silent (aioquic would leave its timers firing into the closed
+        socket) and the socket closes, so the port can be bound again."""
+        for peer in self.peers:
+            if polite:
+                peer.close()
+            peer.silent = True
+        self.transport.close()
+        await asyncio.sleep(0)
+
+
 async def serve_peer(
     certs: tuple[Path, Path],
     answer: Answer = echo,
@@ -95,29 +130,16 @@ async def serve_peer(
     host: str = "127.0.0.1",
     port: int = 0,
     idle_timeout: float = 60.0,
-) -> tuple[QuicServer, int, list[Peer]]:
+) -> Served:
     config = QuicConfiguration(is_client=False, alpn_protocols=[alpn], idle_timeout=idle_timeout)
     config.load_cert_chain(*certs)
     log: list[Peer] = []
     protocol = type("TestPeer", (Peer,), {"answer": staticmethod(answer), "log": log})
-    server = await serve(host, port, configuration=config, create_protocol=protocol)
-    sock = server._transport.get_extra_info("socket")  # type: ignore[union-attr]
-    return server, int(sock.getsockname()[1]), log
-
-
-async def stop(server: QuicServer, *, polite: bool = True) -> None:
-    """Stop a test server for good. ``QuicServer.close`` leaves each connection's timer armed on
-    the closed socket (it would fire into it later), so cancel those too; then let the socket close
-    so the port can be bound again. Impolite: vanish without sending CONNECTION_CLOSE."""
-    protocols = set(server._protocols.values())
-    if polite:
-        server.close()
-    else:
-        server._transport.close()  # type: ignore[union-attr]
-    for protocol in protocols:
-        if protocol._timer is not None:
-            protocol._timer.cancel()
-    await asyncio.sleep(0)
+    transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
+        lambda: QuicServer(configuration=config, create_protocol=protocol),
+        local_addr=(host, port),
+    )
+    return Served(transport, int(transport.get_extra_info("sockname")[1]), log)
 
 
 @contextlib.asynccontextmanager
@@ -141,74 +163,77 @@ def one_line(exc: BaseException) -> str:
 
 
 async def test_round_trip(certs: tuple[Path, Path]) -> None:
-    server, port = await start_echo(*certs)
+    server = await serve_peer(certs)
     body = bytes(range(256)) * 1000
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs) as pool:
-            assert await pool.request(f"127.0.0.1:{port}", b"FETCH /a.md\n") == b"FETCH /a.md\n"
-            assert await pool.request(f"127.0.0.1:{port}", body) == body
+            assert await pool.request(authority, b"FETCH /a.md\n") == b"FETCH /a.md\n"
+            assert await pool.request(authority, body) == body
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_concurrent_requests_share_one_dial_and_connection(certs: tuple[Path, Path]) -> None:
-    server, port, log = await serve_peer(certs)
+    server = await serve_peer(certs)
     try:
         async with pool_for(certs) as pool:
             requests = [b"request %d" % i for i in range(200)]
             results = await asyncio.gather(
-                *(pool.request(f"127.0.0.1:{port}", r) for r in requests)
+                *(pool.request(f"127.0.0.1:{server.port}", r) for r in requests)
             )
         assert results == requests
-        assert len(log) == 1
+        assert len(server.peers) == 1
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_sequential_requests_reuse_the_connection(certs: tuple[Path, Path]) -> None:
-    server, port, log = await serve_peer(certs)
+    server = await serve_peer(certs)
     try:
         async with pool_for(certs) as pool:
             for i in range(20):
-                authority = f"LOCALHOST:{port}" if i % 2 else f"localhost:{port}"
+                authority = f"LOCALHOST:{server.port}" if i % 2 else f"localhost:{server.port}"
                 assert await pool.request(authority, b"%d" % i) == b"%d" % i
-        assert len(log) == 1
+        assert len(server.peers) == 1
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_server_restart_evicts_the_dead_connection(certs: tuple[Path, Path]) -> None:
-    server, port, _ = await serve_peer(certs)
+    server = await serve_peer(certs)
+    authority = f"127.0.0.1:{server.port}"
     async with pool_for(certs) as pool:
-        assert await pool.request(f"127.0.0.1:{port}", b"one") == b"one"
-        await stop(server)  # sends CONNECTION_CLOSE on every connection
-        server, _, log = await serve_peer(certs, port=port)
+        assert await pool.request(authority, b"one") == b"one"
+        await server.stop()  # sends CONNECTION_CLOSE on every connection
+        server = await serve_peer(certs, port=server.port)
         try:
             with contextlib.suppress(TransportError):
-                await pool.request(f"127.0.0.1:{port}", b"maybe")
-            assert await pool.request(f"127.0.0.1:{port}", b"two") == b"two"
-            assert len(log) == 1
+                await pool.request(authority, b"maybe")
+            assert await pool.request(authority, b"two") == b"two"
+            assert len(server.peers) == 1
         finally:
-            await stop(server)
+            await server.stop()
 
 
 async def test_silently_vanished_server_is_evicted_after_a_timeout(
     certs: tuple[Path, Path],
 ) -> None:
-    server, port, _ = await serve_peer(certs)
+    server = await serve_peer(certs)
+    authority = f"127.0.0.1:{server.port}"
     async with pool_for(certs, request_timeout=0.3) as pool:
-        assert await pool.request(f"127.0.0.1:{port}", b"one") == b"one"
-        await stop(server, polite=False)
-        server, _, log = await serve_peer(certs, port=port)  # knows nothing of the old connection
+        assert await pool.request(authority, b"one") == b"one"
+        await server.stop(polite=False)
+        server = await serve_peer(certs, port=server.port)  # knows nothing of the old connection
         try:
             with pytest.raises(RequestTimeout) as caught:
-                await pool.request(f"127.0.0.1:{port}", b"lost")
+                await pool.request(authority, b"lost")
             assert caught.value.sent is True
-            assert one_line(caught.value) == f"127.0.0.1:{port}: no response within 0.3 s"
-            assert await pool.request(f"127.0.0.1:{port}", b"two") == b"two"
-            assert len(log) == 1
+            assert one_line(caught.value) == f"{authority}: no response within 0.3 s"
+            assert await pool.request(authority, b"two") == b"two"
+            assert len(server.peers) == 1
         finally:
-            await stop(server)
+            await server.stop()
 
 
 async def test_closed_port_is_refused_not_timed_out(certs: tuple[Path, Path]) -> None:
@@ -232,14 +257,15 @@ async def test_silent_address_times_out_the_dial(certs: tuple[Path, Path]) -> No
 
 
 async def test_a_vanished_server_fails_in_flight_requests(certs: tuple[Path, Path]) -> None:
-    server, port, _ = await serve_peer(certs, hang)
+    server = await serve_peer(certs, hang)
+    authority = f"127.0.0.1:{server.port}"
     async with pool_for(certs) as pool:
-        [pending] = await hanging_requests(pool, f"127.0.0.1:{port}", 1)
-        await stop(server)
+        [pending] = await hanging_requests(pool, authority, 1)
+        await server.stop()
         with pytest.raises(ConnectionLost) as caught:
             await pending
     assert caught.value.sent is True
-    assert one_line(caught.value).startswith(f"127.0.0.1:{port}: connection lost (")
+    assert one_line(caught.value).startswith(f"{authority}: connection lost (")
 
 
 async def test_unknown_host_is_unreachable(certs: tuple[Path, Path]) -> None:
@@ -253,68 +279,68 @@ async def test_unknown_host_is_unreachable(certs: tuple[Path, Path]) -> None:
 
 
 async def test_alpn_mismatch(certs: tuple[Path, Path]) -> None:
-    server, port, _ = await serve_peer(certs, alpn="h3")
+    server = await serve_peer(certs, alpn="h3")
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs) as pool:
             with pytest.raises(ALPNMismatch) as caught:
-                await pool.request(f"127.0.0.1:{port}", b"x")
-        assert (
-            one_line(caught.value)
-            == f"127.0.0.1:{port}: server does not speak mark (ALPN mismatch)"
-        )
+                await pool.request(authority, b"x")
+        assert one_line(caught.value) == f"{authority}: server does not speak mark (ALPN mismatch)"
         assert caught.value.sent is False
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_response_too_large_stops_the_stream_only(certs: tuple[Path, Path]) -> None:
-    server, port = await start_echo(*certs, reply=lambda data: data * 2)
+    server = await serve_peer(certs, double)
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs, max_response=1000) as pool:
             with pytest.raises(ResponseTooLarge) as caught:
-                await pool.request(f"127.0.0.1:{port}", b"x" * 600)
+                await pool.request(authority, b"x" * 600)
             assert caught.value.sent is True
-            assert one_line(caught.value) == f"127.0.0.1:{port}: response larger than 1000 bytes"
-            assert await pool.request(f"127.0.0.1:{port}", b"x" * 500) == b"x" * 1000
+            assert one_line(caught.value) == f"{authority}: response larger than 1000 bytes"
+            assert await pool.request(authority, b"x" * 500) == b"x" * 1000
             with pytest.raises(ResponseTooLarge):
-                await pool.request(f"127.0.0.1:{port}", b"x" * 10, max_response=19)
+                await pool.request(authority, b"x" * 10, max_response=19)
+        assert len(server.peers) == 1
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_stream_reset_by_the_server(certs: tuple[Path, Path]) -> None:
-    server, port, log = await serve_peer(certs, reset)
+    server = await serve_peer(certs, reset)
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs) as pool:
             for _ in range(2):
                 with pytest.raises(StreamReset) as caught:
-                    await pool.request(f"127.0.0.1:{port}", b"x")
+                    await pool.request(authority, b"x")
                 assert caught.value.sent is True
-                assert one_line(caught.value) == (
-                    f"127.0.0.1:{port}: stream reset by the server (code 7)"
-                )
-        assert len(log) == 1
+                assert one_line(caught.value) == f"{authority}: stream reset by the server (code 7)"
+        assert len(server.peers) == 1
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_request_timeout_evicts_and_redials(certs: tuple[Path, Path]) -> None:
-    server, port, log = await serve_peer(certs, swallow)
+    server = await serve_peer(certs, swallow)
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs, request_timeout=10.0) as pool:
             with pytest.raises(RequestTimeout) as caught:
-                await pool.request(f"127.0.0.1:{port}", b"x", request_timeout=0.1)
+                await pool.request(authority, b"x", request_timeout=0.1)
             assert caught.value.sent is True
             with pytest.raises(RequestTimeout):
-                await pool.request(f"127.0.0.1:{port}", b"x", request_timeout=0.1)
-        assert len(log) == 2
+                await pool.request(authority, b"x", request_timeout=0.1)
+        assert len(server.peers) == 2
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_no_stream_credit_evicts_and_close_fails_the_rest(certs: tuple[Path, Path]) -> None:
-    server, port, log = await serve_peer(certs, hang)
-    authority = f"127.0.0.1:{port}"
+    server = await serve_peer(certs, hang)
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs, request_timeout=30.0) as pool:
             hanging = await hanging_requests(pool, authority, 128)  # all the peer's stream credit
@@ -326,64 +352,68 @@ async def test_no_stream_credit_evicts_and_close_fails_the_rest(certs: tuple[Pat
             )
             with pytest.raises(RequestTimeout):
                 await pool.request(authority, b"hang", request_timeout=0.05)
-            assert len(log) == 2
+            assert len(server.peers) == 2
             assert not any(task.done() for task in hanging)
         outcomes = await asyncio.gather(*hanging, return_exceptions=True)
         assert all(isinstance(o, ConnectionLost) and o.sent for o in outcomes)
         assert str(outcomes[0]) == f"{authority}: connection lost (pool closed)"
     finally:
-        await stop(server)
+        await server.stop()
 
 
-async def test_ipv4_only_resolution(certs: tuple[Path, Path]) -> None:
-    server, port, _ = await serve_peer(certs)
+async def test_family_limits_the_addresses_dialed(certs: tuple[Path, Path]) -> None:
+    server = await serve_peer(certs)
     try:
         async with pool_for(certs, family=socket.AF_INET) as pool:
-            assert await pool.request(f"localhost:{port}", b"v4") == b"v4"
-            conn = pool._conns[f"localhost:{port}"]
-            assert conn._transport is not None
-            assert conn._transport.get_extra_info("socket").family == socket.AF_INET
+            assert await pool.request(f"localhost:{server.port}", b"v4") == b"v4"
+        async with pool_for(certs, family=socket.AF_INET6) as pool:
+            with pytest.raises(Unreachable, match=r"cannot resolve 127\.0\.0\.1"):
+                await pool.request(f"127.0.0.1:{server.port}", b"v6")
+        assert len(server.peers) == 1
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_ipv6_literal(certs: tuple[Path, Path]) -> None:
     try:
-        server, port, _ = await serve_peer(certs, host="::1")
+        server = await serve_peer(certs, host="::1")
     except OSError:
         pytest.skip("no IPv6 loopback here")
     try:
         async with pool_for(certs) as pool:
-            assert await pool.request(f"[::1]:{port}", b"v6") == b"v6"
+            assert await pool.request(f"[::1]:{server.port}", b"v6") == b"v6"
+        async with pool_for(certs, family=socket.AF_INET) as pool:
+            with pytest.raises(Unreachable):
+                await pool.request(f"[::1]:{server.port}", b"v4 only")
     finally:
-        await stop(server)
+        await server.stop()
 
 
 async def test_idle_timeout_evicts_and_keepalive_prevents_it(certs: tuple[Path, Path]) -> None:
-    server, port, log = await serve_peer(certs, idle_timeout=0.3)
+    server = await serve_peer(certs, idle_timeout=0.3)
+    authority = f"127.0.0.1:{server.port}"
     try:
         async with pool_for(certs, idle_timeout=0.3) as pool:
-            assert await pool.request(f"127.0.0.1:{port}", b"a") == b"a"
+            assert await pool.request(authority, b"a") == b"a"
             await asyncio.sleep(0.6)
-            assert f"127.0.0.1:{port}" not in pool._conns
-            assert await pool.request(f"127.0.0.1:{port}", b"b") == b"b"
-        assert len(log) == 2
+            assert await pool.request(authority, b"b") == b"b"
+        assert len(server.peers) == 2
         async with pool_for(certs, idle_timeout=0.3, keepalive=0.05) as pool:
-            assert await pool.request(f"127.0.0.1:{port}", b"a") == b"a"
+            assert await pool.request(authority, b"a") == b"a"
             await asyncio.sleep(0.6)
-            assert await pool.request(f"127.0.0.1:{port}", b"b") == b"b"
-        assert len(log) == 3
+            assert await pool.request(authority, b"b") == b"b"
+        assert len(server.peers) == 3
     finally:
-        await stop(server)
+        await server.stop()
 
 
-async def test_close_leaves_no_tasks_and_cancels_dials(certs: tuple[Path, Path]) -> None:
+async def test_close_tells_the_server_and_leaves_no_tasks(certs: tuple[Path, Path]) -> None:
     blackhole = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # never answers a handshake
     blackhole.bind(("127.0.0.1", 0))
-    server, port = await start_echo(*certs)
+    server = await serve_peer(certs)
     try:
         pool = Pool(Trust(cafile=str(certs[0])))
-        assert await pool.request(f"127.0.0.1:{port}", b"x") == b"x"
+        assert await pool.request(f"127.0.0.1:{server.port}", b"x") == b"x"
         dialing = asyncio.ensure_future(
             pool.request(f"127.0.0.1:{blackhole.getsockname()[1]}", b"x")
         )
@@ -393,27 +423,18 @@ async def test_close_leaves_no_tasks_and_cancels_dials(certs: tuple[Path, Path])
             await dialing
         assert caught.value.sent is False
         assert asyncio.all_tasks() == {asyncio.current_task()}
-        assert not pool._all
+        # CONNECTION_CLOSE, not the server's 60 s idle timeout, ends its side.
+        [peer] = server.peers
+        await asyncio.wait_for(peer.terminated.wait(), 5)
         with pytest.raises(ConnectionLost):
-            await pool.request(f"127.0.0.1:{port}", b"x")
+            await pool.request(f"127.0.0.1:{server.port}", b"x")
     finally:
-        await stop(server)
+        await server.stop()
         blackhole.close()
 
 
-@pytest.mark.parametrize(
-    ("authority", "expected"),
-    [
-        ("localhost:6309", ("localhost", 6309)),
-        ("[::1]:7000", ("::1", 7000)),
-        ("10.0.0.1:1", ("10.0.0.1", 1)),
-    ],
-)
-def test_split_authority(authority: str, expected: tuple[str, int]) -> None:
-    assert split_authority(authority) == expected
-
-
-@pytest.mark.parametrize("authority", ["localhost", ":6309", "::1:6309", "h:0", "h:65536", "h:x"])
-def test_split_authority_refuses(authority: str) -> None:
-    with pytest.raises(ValueError, match="is not host:port"):
-        split_authority(authority)
+def test_a_bad_authority_is_a_usage_error() -> None:
+    """The protocol's authority rule (tests/protocol/test_url.py), raised as the client's error."""
+    assert split_authority("[::1]:7000") == ("::1", 7000)
+    with pytest.raises(UsageError, match="IPv6 addresses go in brackets"):
+        split_authority("::1:6309")

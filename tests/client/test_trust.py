@@ -11,16 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.echo import start_echo
 
-from markproto.client.connection import CertificateChanged, HandshakeFailed, Pool
+from markproto.client import (
+    CertificateChanged,
+    KnownHostsError,
+    Pool,
+    TrustError,
+    Untrusted,
+)
 from markproto.client.trust import (
     HEADER,
     FirstContact,
-    KnownHostsError,
-    PinMismatch,
     Trust,
-    Untrusted,
     Verification,
-    fingerprint,
     first_contact_action,
     format_known_hosts,
     is_loopback,
@@ -28,6 +30,7 @@ from markproto.client.trust import (
     system_ca,
     write_private,
 )
+from markproto.protocol.digests import fingerprint
 from markproto.server import devcert
 
 FP_A = "sha256:" + "a" * 64
@@ -181,7 +184,7 @@ def test_pin_appends_and_keeps_the_rest(tmp_path: Path) -> None:
     trust.pin("new.example:2", FP_B)
     trust.pin("new.example:2", FP_B)
     assert kh.read_text() == f"# my own note\nold.example:1 {FP_A}\nnew.example:2 {FP_B}\n"
-    with pytest.raises(PinMismatch):
+    with pytest.raises(CertificateChanged):
         trust.pin("old.example:1", FP_B)
 
 
@@ -200,7 +203,7 @@ def test_check_passes_the_pin_and_is_loud_on_a_change(tmp_path: Path) -> None:
     plan = trust.plan("host.example:6309")
     trust.check("host.example:6309", plan, b"the pinned certificate")
     trust.check("a.example:7", trust.plan("a.example:7"), b"anything: not pinned")
-    with pytest.raises(PinMismatch) as caught:
+    with pytest.raises(CertificateChanged) as caught:
         trust.check("host.example:6309", plan, b"another certificate")
     assert str(caught.value).splitlines() == [
         "@@@ WARNING: THE CERTIFICATE OF host.example:6309 HAS CHANGED @@@",
@@ -338,7 +341,7 @@ async def test_non_loopback_first_contact(certs: tuple[Path, Path], tmp_path: Pa
     try:
         for trust in (Trust(known_hosts=kh), answer(False)):
             async with Pool(trust, endpoints=endpoints) as pool:
-                with pytest.raises(HandshakeFailed) as caught:
+                with pytest.raises(Untrusted) as caught:
                     await pool.request(authority, b"x")
             assert caught.value.sent is False
             assert str(caught.value).startswith(f"{authority}: certificate not trusted (")
@@ -382,12 +385,32 @@ async def test_insecure_connects_to_anything(certs: tuple[Path, Path], tmp_path:
         server.close()
 
 
-async def test_broken_known_hosts_is_a_handshake_failure(
+async def test_broken_known_hosts_is_a_trust_failure(
     certs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_text("garbage\n")
     async with Pool(Trust(known_hosts=kh)) as pool:
-        with pytest.raises(HandshakeFailed) as caught:
+        with pytest.raises(KnownHostsError) as caught:
             await pool.request("localhost:6309", b"x")
+    assert isinstance(caught.value, TrustError)
+    assert caught.value.sent is False
     assert str(caught.value) == (f"localhost:6309: {kh}:1: expected 'host:port sha256:<64 hex>'")
+
+
+def test_a_hostname_mismatch_names_the_certificate_s_names_not_python_reprs() -> None:
+    from markproto.client.quic import readable
+
+    phrase = (
+        "hostname '192.0.2.2' doesn't match either of DNSPattern(pattern=b'localhost'), "
+        "DNSPattern(pattern=b'vm'), IPAddressPattern(pattern=IPv4Address('127.0.0.1')), "
+        "IPAddressPattern(pattern=IPv6Address('::1'))"
+    )
+    assert (
+        readable(phrase) == "the certificate is for localhost, vm, 127.0.0.1 and ::1, not 192.0.2.2"
+    )
+    single = "hostname 'a.example' doesn't match DNSPattern(pattern=b'b.example')"
+    assert readable(single) == "the certificate is for b.example, not a.example"
+    assert readable("unable to get local issuer certificate") == (
+        "unable to get local issuer certificate"
+    )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from markproto.protocol import cursor
+from markproto.protocol import cursor, status
 from markproto.protocol.cursor import decode_cursor, encode_cursor
 from markproto.protocol.errors import InvalidCursor
 
@@ -53,21 +53,21 @@ def test_encode_refuses_what_could_never_decode() -> None:
 @pytest.mark.parametrize(
     ("token", "message"),
     [
-        ("AQAABS9kb2NzYS5tZA==", cursor.INVALID),
-        ("AQAABS9kb2NzYS5tZA+/", cursor.INVALID),
-        ("AQAABS9kb2NzYS5tZ", cursor.INVALID),
-        ("AQAA!S9kb2NzYS5tZA", cursor.INVALID),
-        (raw_cursor(b"\x01\x00\x00\x01"), cursor.INVALID),
-        (raw_cursor(b"\x01\x00\x00\x00ab"), cursor.INVALID),
-        (raw_cursor(b"\x01\x00\x00\x05/docs"), cursor.INVALID),
-        (raw_cursor(b"\x01\x00\x00\x09/docsa.md"), cursor.INVALID),
-        (raw_cursor(b"\x02\x00\x00\x05/docsa.md"), cursor.UNSUPPORTED),
-        (raw_cursor(b"\x01\x02\x00\x05/docsa.md"), cursor.UNSUPPORTED),
-        (raw_cursor(b"\x01\x00\x00\x04/doca.md"), cursor.MISMATCH),
-        (raw_cursor(b"\x01\x01\x00\x05/docsa.md"), cursor.MISMATCH),
-        (raw_cursor(b"\x01\x00\x00\x06/docs/a.md"), cursor.MISMATCH),
-        ("A" * 10906, cursor.TOO_LONG),
-        ("!" * 10906, cursor.TOO_LONG),
+        ("AQAABS9kb2NzYS5tZA==", status.INVALID_CURSOR),
+        ("AQAABS9kb2NzYS5tZA+/", status.INVALID_CURSOR),
+        ("AQAABS9kb2NzYS5tZ", status.INVALID_CURSOR),
+        ("AQAA!S9kb2NzYS5tZA", status.INVALID_CURSOR),
+        (raw_cursor(b"\x01\x00\x00\x01"), status.INVALID_CURSOR),
+        (raw_cursor(b"\x01\x00\x00\x00ab"), status.INVALID_CURSOR),
+        (raw_cursor(b"\x01\x00\x00\x05/docs"), status.INVALID_CURSOR),
+        (raw_cursor(b"\x01\x00\x00\x09/docsa.md"), status.INVALID_CURSOR),
+        (raw_cursor(b"\x02\x00\x00\x05/docsa.md"), status.UNSUPPORTED_CURSOR),
+        (raw_cursor(b"\x01\x02\x00\x05/docsa.md"), status.UNSUPPORTED_CURSOR),
+        (raw_cursor(b"\x01\x00\x00\x04/doca.md"), status.CURSOR_MISMATCH),
+        (raw_cursor(b"\x01\x01\x00\x05/docsa.md"), status.CURSOR_MISMATCH),
+        (raw_cursor(b"\x01\x00\x00\x06/docs/a.md"), status.CURSOR_MISMATCH),
+        ("A" * 10906, status.CURSOR_TOO_LONG),
+        ("!" * 10906, status.CURSOR_TOO_LONG),
     ],
 )
 def test_each_error_message(token: str, message: str) -> None:
@@ -104,4 +104,9 @@ def test_arbitrary_cursors_raise_only_invalid_cursor(token: str, path: str, flag
         message = str(exc)
     else:
         return
-    assert message in {cursor.INVALID, cursor.UNSUPPORTED, cursor.MISMATCH, cursor.TOO_LONG}
+    assert message in {
+        status.INVALID_CURSOR,
+        status.UNSUPPORTED_CURSOR,
+        status.CURSOR_MISMATCH,
+        status.CURSOR_TOO_LONG,
+    }

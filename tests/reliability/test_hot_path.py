@@ -1,6 +1,7 @@
 """The two changes the wire benchmark asked for on the FETCH hot path (server/dispatch.py and
-server/handlers/fetch.py): the request log's cost policy, and a current version's response built
-and encoded once. Both must be invisible on the wire and in what an operator can learn."""
+server/responses.py): the request log's cost policy, and a current version's response built and
+encoded once, in the dispatcher's cache. Both must be invisible on the wire and in what an
+operator can learn."""
 
 from __future__ import annotations
 
@@ -10,21 +11,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.exchange import PEER, publish
 
 from markproto.protocol import wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.server.dispatch import Dispatcher
-from markproto.server.handlers import Context, fetch
+from markproto.server.handlers import Context
+from markproto.server.responses import ResponseCache, document
 from markproto.server.storage.content import Content
-from markproto.server.transport import Peer
 
-PEER = Peer("192.0.2.9", 4000)
 WRITE = b"PUBLISH /a.md\n---\nauth: w\n---\n# A\n"
 
 
-def dispatcher_for(root: Path) -> Dispatcher:
+def dispatcher_for(root: Path, cache: ResponseCache | None = None) -> Dispatcher:
     grants = Grants([Grant("w", hash_token("w"), ("/**",), frozenset({"publish"}))])
-    return Dispatcher(Context(Content.open(root), grants=grants))
+    return Dispatcher(Context(Content.open(root), grants=grants), cache=cache)
 
 
 @pytest.fixture
@@ -34,10 +35,8 @@ def dispatcher(tmp_path: Path) -> Iterator[Dispatcher]:
     d.ctx.content.close()
 
 
-async def publish(d: Dispatcher, path: str, body: bytes) -> None:
-    pending = d.handle(b"PUBLISH " + path.encode() + b"\n---\nauth: w\n---\n" + body, PEER)
-    assert not isinstance(pending, bytes)
-    assert wire.parse_response(await pending).status == "created"
+async def write(d: Dispatcher, path: str, body: bytes) -> None:
+    assert (await publish(d, path, body, {"auth": "w"})).status == "created"
 
 
 def fetched(d: Dispatcher, path: str) -> bytes:
@@ -62,7 +61,7 @@ async def test_at_info_successful_reads_are_summarized_and_the_rest_logged(
     dispatcher: Dispatcher, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="markproto.request")
-    await publish(dispatcher, "/a.md", b"# A\n")
+    await write(dispatcher, "/a.md", b"# A\n")
     for _ in range(3):
         fetched(dispatcher, "/a.md")
     dispatcher.handle(b"LIST /\n", PEER)
@@ -98,15 +97,15 @@ async def test_at_debug_every_request_is_logged(
 async def test_a_reused_response_is_the_fresh_one_and_follows_new_versions(
     dispatcher: Dispatcher,
 ) -> None:
-    await publish(dispatcher, "/a.md", b"# A\n\none\n")
+    await write(dispatcher, "/a.md", b"# A\n\none\n")
     first = fetched(dispatcher, "/a.md")
     assert fetched(dispatcher, "/a.md") == first
     current = dispatcher.ctx.content.current("/a.md")
     assert current is not None
     doc = dispatcher.ctx.content.read(current)
     assert doc is not None
-    assert first == wire.emit_response(fetch.document(doc))  # what encoding afresh gives
-    await publish(dispatcher, "/a.md", b"# A\n\ntwo\n")
+    assert first == wire.emit_response(document(doc))  # what encoding afresh gives
+    await write(dispatcher, "/a.md", b"# A\n\ntwo\n")
     second = wire.parse_response(fetched(dispatcher, "/a.md"))
     assert (second.meta["version"], second.body) == ("2", b"# A\n\ntwo\n")
 
@@ -115,8 +114,8 @@ async def test_equal_versions_of_two_documents_keep_their_own_modified_time(
     tmp_path: Path,
 ) -> None:
     d = dispatcher_for(tmp_path)
-    await publish(d, "/a.md", b"# Same\n")
-    await publish(d, "/b.md", b"# Same\n")
+    await write(d, "/a.md", b"# Same\n")
+    await write(d, "/b.md", b"# Same\n")
     d.ctx.content.close()
     os.utime(tmp_path / "b.md", (1_000_000_000, 1_000_000_000), follow_symlinks=True)
     d = dispatcher_for(tmp_path)  # a fresh snapshot reads the new mtime
@@ -129,31 +128,28 @@ async def test_equal_versions_of_two_documents_keep_their_own_modified_time(
 async def test_small_responses_are_reused_and_large_ones_encoded_afresh(
     dispatcher: Dispatcher,
 ) -> None:
-    await publish(dispatcher, "/a.md", b"# A\n")
-    await publish(dispatcher, "/big.md", b"# Big\n\n" + b"x" * (100 << 10) + b"\n")
-
-    def handle(path: str) -> wire.Response:
-        return fetch.handle(wire.Request("FETCH", path, {}, b""), path, dispatcher.ctx)
-
-    small = handle("/a.md")
-    assert handle("/a.md") is small
-    assert fetch.encoded(small) == wire.emit_response(small)
-    big = handle("/big.md")
-    assert fetch.encoded(big) is None
-    assert handle("/big.md") is not big
-    assert fetch.encoded(wire.Response("ok", dict(small.meta), small.body)) is None  # an equal
+    await write(dispatcher, "/a.md", b"# A\n")
+    await write(dispatcher, "/big.md", b"# Big\n\n" + b"x" * (100 << 10) + b"\n")
+    small = fetched(dispatcher, "/a.md")
+    assert fetched(dispatcher, "/a.md") == small
+    assert (len(dispatcher.cache), dispatcher.cache.size) == (1, len(small))
+    big = fetched(dispatcher, "/big.md")
+    assert fetched(dispatcher, "/big.md") == big
+    assert wire.parse_response(big).body.startswith(b"# Big\n")
+    assert (len(dispatcher.cache), dispatcher.cache.size) == (1, len(small))  # not kept
 
 
-async def test_reused_responses_stay_within_their_byte_budget(
-    dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(fetch, "_ENCODED_BYTES", 4000)
-    for i in range(20):
-        await publish(dispatcher, f"/d{i}.md", f"# D{i}\n\n".encode() + b"y" * 500)
-    for _ in range(2):
+async def test_reused_responses_stay_within_their_byte_budget(tmp_path: Path) -> None:
+    d = dispatcher_for(tmp_path, ResponseCache(max_bytes=4000))
+    try:
         for i in range(20):
-            assert wire.parse_response(fetched(dispatcher, f"/d{i}.md")).body.startswith(
-                f"# D{i}\n".encode()
-            )
-    assert 0 < fetch._encoded_size <= 4000
-    assert len(fetch._encoded) == len(fetch._current_responses) <= 5
+            await write(d, f"/d{i}.md", f"# D{i}\n\n".encode() + b"y" * 500)
+        for _ in range(2):
+            for i in range(20):
+                assert wire.parse_response(fetched(d, f"/d{i}.md")).body.startswith(
+                    f"# D{i}\n".encode()
+                )
+        assert 0 < d.cache.size <= 4000
+        assert 0 < len(d.cache) <= 5
+    finally:
+        d.ctx.content.close()

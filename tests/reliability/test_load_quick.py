@@ -19,8 +19,8 @@ async def test_mixed_load_answers_only_what_is_expected(tmp_path: Path) -> None:
         )
         transport = server.app.server
         assert transport is not None
-        assert transport._buffered == 0
-        assert all(not c._partials and not c._running for c in transport._connections)
+        usage = transport.usage()
+        assert (usage.buffered, usage.partial, usage.running) == (0, 0, 0)
     assert report.errors == []
     assert set(report.statuses) == set(EXPECTED)  # every verb of the mix ran
     assert report.statuses["PUBLISH"]["created"] > 0

@@ -26,17 +26,15 @@ async def test_sequential_requests_leave_no_per_stream_state(tmp_path: Path) -> 
         try:
             await sequential(client, REQUESTS, statuses)
             await asyncio.sleep(0.1)  # the last acknowledgement lands: its stream is finished
-            (conn,) = transport._connections
-            assert not conn._partials and not conn._running and not conn._discarding
-            assert len(conn._quic._streams) <= 1  # at most the last, awaiting its ACK
-            assert len(client._quic._streams) <= 1
-            assert transport._buffered == 0
+            usage = transport.usage()
+            assert usage.connections == 1 and usage.unacknowledged <= 1  # at most the last
+            assert (usage.buffered, usage.partial, usage.running, usage.discarding) == (0, 0, 0, 0)
         finally:
             client.hang_up()
         turns = REQUESTS // len(SOAK_ROTATION)
         assert statuses == {"ok": 6 * turns, "not-found": turns}
         for _ in range(40):
-            if not transport._connections:
+            if not transport.usage().connections:
                 break
             await asyncio.sleep(0.05)
-        assert not transport._connections  # the connection's own state went with its close
+        assert transport.usage().connections == 0  # its own state went with its close

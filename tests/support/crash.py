@@ -9,8 +9,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from markproto.client.connection import Pool, TransportError
-from markproto.client.trust import Trust
+from markproto.client import Pool, TransportError, Trust
 from markproto.protocol import wire
 
 from .server import WRITE_TOKEN, TokenSpec, start_server_process, write_tokens

@@ -109,6 +109,13 @@ class QuicClient(QuicConnectionProtocol):
             for sid in sids:
                 self._waiters.pop(sid, None)
 
+    @property
+    def local_port(self) -> int:
+        """The UDP port this client sends from."""
+        assert self._transport is not None
+        port: int = self._transport.get_extra_info("sockname")[1]
+        return port
+
     async def rebind(self) -> None:
         """Move to a fresh UDP socket (a new local port, as after a NAT rebinding)."""
         assert self._transport is not None

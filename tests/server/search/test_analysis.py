@@ -1,4 +1,4 @@
-"""Per-document analysis (protocol.md §10.4): the sections kept, their names, lengths and spans,
+"""Per-document analysis (SPEC §5.7): the sections kept, their names, lengths and spans,
 the posting flags, and a batch's one block of postings."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
+from markproto.protocol.document import own_facts
 from markproto.server.search.analysis import (
     FLAG_BITS,
     IN_HEADING,
@@ -20,7 +21,6 @@ from markproto.server.search.analysis import (
     analyze,
     analyze_many,
 )
-from markproto.server.search.catalog import own_facts
 from markproto.server.search.text import strip_markup
 
 

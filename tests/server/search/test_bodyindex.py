@@ -1,4 +1,4 @@
-"""The body index (protocol.md §10.3-10.4): sections, the recall rule (fixed by the spec and
+"""The body index (SPEC §5.7, body mode): sections, the recall rule (fixed by the spec and
 checked against a brute-force oracle), the order rules the spec fixes (ties, importance as a
 prior only), the properties of our ranking (never particular scores), snippets, and removal."""
 
@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
+from markproto.protocol.document import own_facts
 from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.analysis import analyze
 from markproto.server.search.bodyindex import BodyIndex, Hit, snippet
-from markproto.server.search.catalog import Entry, own_facts
+from markproto.server.search.catalog import Entry
 from markproto.server.search.text import query_terms, strip_markup, text_words, word_set
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,5 +1,5 @@
-"""Catalog entries (protocol.md §10.1, §14), catalog-mode matching and order (§10.2), filters
-(§10.5) with the reference's exact messages."""
+"""Catalog entries, catalog-mode matching and order, filters with the reference's exact messages
+(SPEC §5.7)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markproto.protocol.document import own_facts
 from markproto.protocol.gotext import trim_space
 from markproto.server.search.catalog import (
     Catalog,
     Clause,
     Entry,
     FilterError,
-    own_facts,
     parse_filter,
 )
 

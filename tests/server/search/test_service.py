@@ -13,19 +13,19 @@ import pytest
 from markproto.protocol import storefmt, wire
 from markproto.protocol.bodies import LookupRow, render_lookup
 from markproto.server.search.service import BadQuery, Lookup, parse_query
-from markproto.server.storage.store import Loaded
+from markproto.server.storage.store import Version
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def loaded(path: str, body: str, meta: dict[str, str] | None = None) -> Loaded:
+def loaded(path: str, body: str, meta: dict[str, str] | None = None) -> Version:
     data = body.encode()
-    return Loaded(
+    return Version(
         path, 1, f"{path}/v1", DAY, False, meta or {}, data, "", storefmt.content_hash(data)
     )
 
 
-def golden_lookup() -> tuple[Lookup, dict[str, Loaded]]:
+def golden_lookup() -> tuple[Lookup, dict[str, Version]]:
     """The three documents of the golden scenario, as the store holds them at LOOKUP time."""
     docs = [
         loaded(
@@ -48,7 +48,7 @@ def golden_lookup() -> tuple[Lookup, dict[str, Loaded]]:
 
 def rows(
     lookup: Lookup,
-    by_path: dict[str, Loaded],
+    by_path: dict[str, Version],
     query: str,
     *,
     body: bool,
@@ -166,7 +166,7 @@ def test_stale_body_gives_an_empty_snippet_not_a_wrong_one() -> None:
     assert rows(lookup, moved, "appended", body=True)[0].snippet == ""
 
 
-def corpus_docs() -> list[Loaded]:
+def corpus_docs() -> list[Version]:
     texts = {
         f"/d{i}/note.md": f"# Note {i}\n\nalpha {i} beta\n\n## Part\n\ngamma {'x' * (i % 7)} end\n"
         for i in range(40)

@@ -1,4 +1,4 @@
-"""LOOKUP's text rules (protocol.md §10.2-10.3) against the reference's tables, and the fast paths
+"""LOOKUP's text rules (SPEC §5.7) against the reference's tables, and the fast paths
 against literal per-line / per-field oracles written from the spec with Go's semantics."""
 
 from __future__ import annotations

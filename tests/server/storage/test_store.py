@@ -8,14 +8,16 @@ from pathlib import Path
 import pytest
 
 from markproto.protocol import storefmt
+from markproto.server.storage.layout import ARCHIVE_FILE
 from markproto.server.storage.recovery import recover
 from markproto.server.storage.store import (
-    ARCHIVE_FILE,
     Archived,
     Collision,
     Conflict,
-    NotFound,
+    Missing,
     Store,
+    Version,
+    Written,
 )
 
 META = {"importance": "0.7", "tags": "alpha,wire", "type": "Note"}
@@ -26,23 +28,37 @@ def store(tmp_path: Path) -> Store:
     return Store(tmp_path)
 
 
+def written(outcome: object) -> Written:
+    assert isinstance(outcome, Written), outcome
+    return outcome
+
+
+def numbers(store: Store, path: str) -> list[int]:
+    history = store.history(path)
+    assert history is not None
+    return [entry.version for entry in history.entries]
+
+
+def chain_holds(store: Store, path: str) -> bool:
+    history = store.history(path)
+    return history is not None and store.chain_valid(history)
+
+
 def test_first_publish_lays_out_the_reference_format(store: Store, tmp_path: Path) -> None:
-    written = store.publish("/docs/a.md", b"# Alpha\n\nFirst body.\n", META, expected=0)
-    assert written.created and written.doc.number == 1
+    first = written(store.publish("/docs/a.md", b"# Alpha\n\nFirst body.\n", META, expected=0))
+    assert first.created and first.version.number == 1
     assert os.readlink(tmp_path / "docs/a.md") == "versions/a.md/v1"
     data = (tmp_path / "docs/versions/a.md/v1").read_bytes()
-    assert storefmt.etag(data) == written.doc.etag
-    assert written.doc.etag == "94e05cf0cc64c6e22e485312b29407d06ab5a85989f6b2ce566638405b4ad0ee"
+    assert storefmt.etag(data) == first.version.etag
+    assert first.version.etag == "94e05cf0cc64c6e22e485312b29407d06ab5a85989f6b2ce566638405b4ad0ee"
     assert not list((tmp_path / "docs").rglob(".tmp-*"))
 
 
 def test_versions_chain_and_history(store: Store) -> None:
     for n in range(1, 6):
         store.publish("/a.md", f"body {n}\n".encode(), {}, expected=n - 1)
-    history = store.history("/a.md")
-    assert history is not None
-    assert [v.number for v in history] == [1, 2, 3, 4, 5]
-    assert store.chain_valid(history)
+    assert numbers(store, "/a.md") == [1, 2, 3, 4, 5]
+    assert chain_holds(store, "/a.md")
     loaded = store.load("/a.md", 2)
     assert loaded is not None and loaded.body == b"body 2\n"
     assert store.load("/a.md", 6) is None
@@ -50,52 +66,45 @@ def test_versions_chain_and_history(store: Store) -> None:
 
 def test_conflict_comes_before_the_noop_and_archived(store: Store) -> None:
     store.publish("/a.md", b"x", META, expected=None)
-    with pytest.raises(Conflict) as caught:
-        store.publish("/a.md", b"x", META, expected=0)
-    assert caught.value.current == 1
-    same = store.publish("/a.md", b"x", META, expected=1)
-    assert not same.created and same.doc.number == 1
+    assert store.publish("/a.md", b"x", META, expected=0) == Conflict(1)
+    same = written(store.publish("/a.md", b"x", META, expected=1))
+    assert not same.created and same.version.number == 1
     store.set_archived("/a.md", True)
-    with pytest.raises(Conflict):
-        store.publish("/a.md", b"y", META, expected=5)
-    with pytest.raises(Archived):
-        store.publish("/a.md", b"y", META, expected=1)
+    assert store.publish("/a.md", b"y", META, expected=5) == Conflict(1)
+    assert store.publish("/a.md", b"y", META, expected=1) == Archived()
 
 
 def test_archive_keeps_version_files_byte_identical(store: Store, tmp_path: Path) -> None:
     store.publish("/a.md", b"x", META, expected=0)
     before = (tmp_path / "versions/a.md/v1").read_bytes()
     archived = store.set_archived("/a.md", True)
-    assert archived.archived
+    assert isinstance(archived, Version) and archived.archived
     assert (tmp_path / "versions/a.md/v1").read_bytes() == before
     assert (tmp_path / "versions/a.md" / ARCHIVE_FILE).exists()
     live = store.set_archived("/a.md", False)
-    assert not live.archived
+    assert isinstance(live, Version) and not live.archived
     assert store.load("/a.md") is not None and not store.load("/a.md").archived  # type: ignore[union-attr]
 
 
 def test_append_adds_a_newline_only_when_missing(store: Store) -> None:
     store.publish("/a.md", b"line", {"retention": "5", "type": "Note"}, expected=0)
-    written = store.append("/a.md", b"more\n", {}, expected=1)
-    assert written.doc.body == b"line\nmore\n"
-    assert "retention" not in written.doc.meta
-    again = store.append("/a.md", b"last\n", {"tags": "x"}, expected=2)
-    assert again.doc.body == b"line\nmore\nlast\n"
-    assert again.doc.meta == {"type": "Note", "tags": "x"}
-    with pytest.raises(Conflict):
-        store.append("/a.md", b"z", {}, expected=2)
-    with pytest.raises(NotFound):
-        store.append("/b.md", b"z", {}, expected=1)
+    more = written(store.append("/a.md", b"more\n", {}, expected=1))
+    assert more.version.body == b"line\nmore\n"
+    assert "retention" not in more.version.meta
+    again = written(store.append("/a.md", b"last\n", {"tags": "x"}, expected=2))
+    assert again.version.body == b"line\nmore\nlast\n"
+    assert again.version.meta == {"type": "Note", "tags": "x"}
+    assert store.append("/a.md", b"z", {}, expected=2) == Conflict(3)
+    assert store.append("/b.md", b"z", {}, expected=1) == Missing()
 
 
 def test_retention_prunes_the_oldest(store: Store) -> None:
     for n in range(1, 5):
         store.publish("/a.md", f"{n}".encode(), {}, expected=None)
-    written = store.publish("/a.md", b"5", {"retention": "2"}, expected=None)
-    assert written.pruned == (1, 2, 3)
-    history = store.history("/a.md")
-    assert history is not None and [v.number for v in history] == [4, 5]
-    assert store.chain_valid(history)
+    pruning = written(store.publish("/a.md", b"5", {"retention": "2"}, expected=None))
+    assert pruning.pruned == (1, 2, 3)
+    assert numbers(store, "/a.md") == [4, 5]
+    assert chain_holds(store, "/a.md")
 
 
 @pytest.mark.parametrize(
@@ -107,16 +116,15 @@ def test_retention_prunes_the_oldest(store: Store) -> None:
 )
 def test_document_directory_collisions(store: Store, existing: str, target: str) -> None:
     store.publish(existing, b"x", {}, expected=None)
-    with pytest.raises(Collision):
-        store.publish(target, b"y", {}, expected=None)
+    assert isinstance(store.publish(target, b"y", {}, expected=None), Collision)
 
 
 def test_reserved_and_plain_file_collisions(store: Store, tmp_path: Path) -> None:
-    with pytest.raises(Collision):
-        store.publish("/versions/a.md", b"x", {}, expected=None)
+    reserved = store.publish("/versions/a.md", b"x", {}, expected=None)
+    assert reserved == Collision('the name "versions" is reserved for version history')
     (tmp_path / "plain.md").write_text("not versioned")
-    with pytest.raises(Collision):
-        store.publish("/plain.md", b"x", {}, expected=None)
+    plain = store.publish("/plain.md", b"x", {}, expected=None)
+    assert plain == Collision("/plain.md exists but is not a versioned document")
     assert store.load("/plain.md") is None  # flat files without history are not served
 
 
@@ -129,15 +137,13 @@ def test_legacy_flat_layout_is_read_and_migrated(store: Store, tmp_path: Path) -
     os.symlink("versions/old.md.v2", tmp_path / "old.md")
     loaded = store.load("/old.md")
     assert loaded is not None and loaded.number == 2 and loaded.body == b"two\n"
-    history = store.history("/old.md")
-    assert history is not None and [v.number for v in history] == [1, 2]
-    written = store.publish("/old.md", b"three\n", {"title": "Old"}, expected=2)
-    assert written.doc.number == 3
+    assert numbers(store, "/old.md") == [1, 2]
+    third = written(store.publish("/old.md", b"three\n", {"title": "Old"}, expected=2))
+    assert third.version.number == 3
     assert os.readlink(tmp_path / "old.md") == "versions/old.md/v3"
     assert sorted(os.listdir(tmp_path / "versions")) == ["old.md"]
     assert (tmp_path / "versions/old.md/v1").read_bytes() == v1
-    after = store.history("/old.md")
-    assert after is not None and store.chain_valid(after)
+    assert chain_holds(store, "/old.md")
 
 
 def test_recovery_removes_only_unacknowledged_leftovers(store: Store, tmp_path: Path) -> None:
@@ -151,14 +157,13 @@ def test_recovery_removes_only_unacknowledged_leftovers(store: Store, tmp_path: 
     # An interrupted first write: history without a pointer.
     (tmp_path / "versions/b.md").mkdir()
     (tmp_path / "versions/b.md/v1").write_bytes(storefmt.emit_version(1, None, {}, b"b"))
-    removed = recover(store)
+    removed = recover(store.layout)
     assert len(removed) == 4
     assert sorted(os.listdir(vdir)) == ["v1", "v2"]
     assert not (tmp_path / "versions/b.md").exists()
     assert not (tmp_path / ".tmp-abcdefabcdef").exists()
-    written = store.publish("/a.md", b"3", {}, expected=2)  # the next write is not blocked
-    history = store.history("/a.md")
-    assert written.doc.number == 3 and history is not None and store.chain_valid(history)
+    third = written(store.publish("/a.md", b"3", {}, expected=2))  # the next write is not blocked
+    assert third.version.number == 3 and chain_holds(store, "/a.md")
 
 
 def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> None:
@@ -170,11 +175,11 @@ def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> No
     os.symlink(outside, tmp_path / "linked")
     os.symlink("/etc/passwd", tmp_path / "passwd.md")
     assert store.load("/linked/secret.md") is None
-    assert not store.is_dir("/linked")
+    assert not store.layout.is_dir("/linked")
     assert store.load("/passwd.md") is None
-    assert [p for kind, p in store.walk() if kind == "doc" and store.load(p)] == []
-    with pytest.raises(Collision):
-        store.publish("/linked/new.md", b"x", {}, expected=None)
+    assert [p for kind, p in store.layout.walk() if kind == "doc" and store.load(p)] == []
+    linked = store.publish("/linked/new.md", b"x", {}, expected=None)
+    assert linked == Collision("/linked is a document, not a directory")
 
 
 def test_a_failed_write_leaves_no_temporary_behind(
@@ -190,4 +195,4 @@ def test_a_failed_write_leaves_no_temporary_behind(
         store.publish("/a.md", b"2", {}, expected=1)
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path / "versions/a.md")) == ["v1"]
-    assert store.publish("/a.md", b"2", {}, expected=1).doc.number == 2
+    assert written(store.publish("/a.md", b"2", {}, expected=1)).version.number == 2

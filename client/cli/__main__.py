@@ -1,0 +1,5 @@
+"""``python -m markproto.client.cli``: the ``mark`` command."""
+
+from markproto.client.cli import main
+
+main()
