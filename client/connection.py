@@ -24,13 +24,15 @@ from markproto.client.errors import (
     CertificateChanged,
     ConnectionLost,
     HandshakeFailed,
+    InvalidURL,
     KnownHostsError,
     RequestTimeout,
     Unreachable,
-    UsageError,
 )
 from markproto.client.trust import Plan, Trust, Verification
+from markproto.protocol import errors as protocol_errors
 from markproto.protocol.limits import MAX_RESPONSE
+from markproto.protocol.url import parse_authority
 
 if TYPE_CHECKING:
     from markproto.client.quic import ClientProtocol, Exchange
@@ -41,15 +43,12 @@ IDLE_TIMEOUT = 60.0
 
 
 def split_authority(authority: str) -> tuple[str, int]:
-    """``host:port`` (IPv6 in brackets) -> ``(host, port)`` with the brackets removed."""
-    host, sep, port = authority.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    elif ":" in host:
-        host = ""
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(f"{authority!r} is not host:port")
-    return host, int(port)
+    """``host[:port]`` -> ``(host, port)`` by the protocol's one authority rule; a bad one is the
+    client's ``InvalidURL`` (a ``UsageError``)."""
+    try:
+        return parse_authority(authority)
+    except protocol_errors.InvalidURL as exc:
+        raise InvalidURL(str(exc)) from None
 
 
 class Pool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import socket
 import ssl
 from collections import deque
@@ -40,7 +41,8 @@ from markproto.client.errors import (
     TransportError,
     Unreachable,
 )
-from markproto.client.trust import Plan, Verification, fingerprint
+from markproto.client.trust import Plan, Verification
+from markproto.protocol.digests import fingerprint
 from markproto.protocol.limits import ALPN
 
 _GIVE_UP = 0
@@ -287,7 +289,7 @@ class ClientProtocol(QuicConnectionProtocol):
             return self._alpn_mismatch()
         if _CRYPTO <= code <= _CRYPTO + 0xFF:
             der = self.peer_der if code == _BAD_CERTIFICATE else None
-            reason = phrase or f"TLS alert {code - _CRYPTO}"
+            reason = readable(phrase) or f"TLS alert {code - _CRYPTO}"
             return HandshakeFailed(
                 f"{self.authority}: TLS handshake failed ({reason})",
                 reason=reason,
@@ -323,6 +325,23 @@ class ClientProtocol(QuicConnectionProtocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
+
+
+def readable(phrase: str) -> str:
+    """aioquic's TLS failure in words: its hostname mismatch lists the certificate's names as
+    Python reprs (``DNSPattern(pattern=b'localhost')``), which say less than the names."""
+    mismatch = _MISMATCH.fullmatch(phrase)
+    if mismatch is None:
+        return phrase
+    names = list(dict.fromkeys(a or b for a, b in _NAME.findall(mismatch[2])))
+    if not names:
+        return f"the certificate is not for {mismatch[1]}"
+    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    return f"the certificate is for {listed}, not {mismatch[1]}"
+
+
+_MISMATCH = re.compile(r"hostname '(.*?)' doesn't match (?:either of )?(.*)")
+_NAME = re.compile(r"(?<![A-Za-z_])pattern=(?:b'([^']*)'|IPv[46]Address\('([^']*)'\))")
 
 
 def _settle(fut: asyncio.Future[Any], outcome: object) -> None:

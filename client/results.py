@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from markproto.client.errors import StatusError
-from markproto.protocol.bodies import LookupRow
+from markproto.protocol.metadata import RESERVED_KEYS
 from markproto.protocol.status import SUCCESS, Status
+
+if TYPE_CHECKING:
+    from markproto.protocol.bodies import LookupRow
 
 MAX_MESSAGE = 500
 """Characters of a refusal's message: enough for any fixed message, bounded for a hostile one."""
@@ -39,6 +42,12 @@ class Result:
         if self.meta.get("complete") == "false":
             return self.meta.get("next-cursor") or None
         return None
+
+    @property
+    def publisher_meta(self) -> dict[str, str]:
+        """The metadata a publisher set (tags, importance, title, ``rel-*`` ...): every key but
+        those the server sets in responses (version, modified, etag, ...)."""
+        return {k: v for k, v in self.meta.items() if k not in RESERVED_KEYS}
 
     @property
     def message(self) -> str:

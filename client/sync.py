@@ -71,8 +71,18 @@ class SyncClient:
             self._loop.close()
 
     @_doc_of(Client.fetch)
-    def fetch(self, target: MarkURL | str, *, if_none_match: str | None = None) -> Result:
-        return self._run(self.client.fetch(target, if_none_match=if_none_match))
+    def fetch(
+        self,
+        target: MarkURL | str,
+        *,
+        if_none_match: str | None = None,
+        if_modified_since: str | None = None,
+    ) -> Result:
+        return self._run(
+            self.client.fetch(
+                target, if_none_match=if_none_match, if_modified_since=if_modified_since
+            )
+        )
 
     @_doc_of(Client.manifest)
     def manifest(self, target: MarkURL | str) -> Result:

@@ -1,8 +1,11 @@
 """Durable file operations: the steps that let a write survive a crash at any instant.
 
-Each one either completes, fsynced, or leaves nothing but a temporary name that ``recovery``
-removes at startup: a file is written under a temporary name and fsynced before it is linked or
-renamed into place, and the folder is fsynced after every change of its entries.
+Each one either completes, fsynced, or leaves nothing but a temporary name (which the store's
+``recovery`` removes at startup): a file is written whole under a temporary name (``os.write``
+looped, as it may write less than asked) and fsynced before it is linked or renamed into place,
+and the folder is fsynced after every change of its entries. Client and server write every file
+they keep through here: versions and archive flags, ``tokens.toml``, the development
+certificate and key, ``known_hosts``, the client's token store and cache.
 """
 
 from __future__ import annotations
@@ -21,15 +24,28 @@ def temp_name(tag: str = "") -> str:
     return f".tmp-{tag}{secrets.token_hex(6)}"
 
 
-def create(file: str, data: bytes) -> None:
-    """Create ``file`` (it must not exist) holding ``data``, fsynced. On any failure (a full disk)
-    the file is removed again, so a refused write leaves nothing in the space that ran out."""
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+def create(
+    file: str,
+    data: bytes,
+    mode: int = 0o644,
+    owner: tuple[int, int] | None = None,
+    *,
+    sync: bool = True,
+) -> None:
+    """Create ``file`` (it must not exist) holding ``data``, fsynced unless ``sync`` is false,
+    with ``mode`` (less the umask) and, where the process may set it, ``owner`` (uid, gid). On
+    any failure (a full disk) the file is removed again, so a refused write leaves nothing in
+    the space that ran out."""
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
+        if owner is not None:
+            with contextlib.suppress(OSError):
+                os.fchown(fd, *owner)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -52,11 +68,25 @@ def link_new(file: str, data: bytes) -> None:
     fsync_dir(folder)
 
 
-def replace(file: str, data: bytes) -> None:
-    """Replace ``file`` atomically and durably (temporary file, fsync, rename, fsync folder)."""
+def replace(file: str, data: bytes, *, mode: int = 0o644, sync: bool = True) -> None:
+    """Replace (or create) ``file`` atomically and durably: temporary file, fsync, rename,
+    fsync folder. Readers see the old bytes or the new, whole. Give ``mode=0o600`` for secrets.
+    ``sync=False`` skips both fsyncs (about 10 ms on a disk) for a file a crash may lose but
+    that is never read torn, like a cache entry that verifies itself.
+
+    A symlink at ``file`` stays: the file it points to is replaced, so a config file linked
+    from elsewhere keeps its link. The new file keeps the old one's owner and group where the
+    process may set them, so an edit made as root leaves a file its owner can still read.
+    """
+    file = os.path.realpath(file)
+    try:
+        st = os.stat(file)
+        owner: tuple[int, int] | None = (st.st_uid, st.st_gid)
+    except FileNotFoundError:
+        owner = None
     tmp = os.path.join(os.path.dirname(file), temp_name())
-    create(tmp, data)
-    _rename_into_place(tmp, file)
+    create(tmp, data, mode, owner, sync=sync)
+    _rename_into_place(tmp, file, sync=sync)
 
 
 def swap_symlink(link: str, target: str) -> None:
@@ -66,14 +96,15 @@ def swap_symlink(link: str, target: str) -> None:
     _rename_into_place(tmp, link)
 
 
-def _rename_into_place(tmp: str, dest: str) -> None:
+def _rename_into_place(tmp: str, dest: str, *, sync: bool = True) -> None:
     try:
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    fsync_dir(os.path.dirname(dest))
+    if sync:
+        fsync_dir(os.path.dirname(dest))
 
 
 def make_dirs(root: str, parts: list[str]) -> None:

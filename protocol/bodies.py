@@ -11,12 +11,13 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 from urllib.parse import unquote
 
 from markproto.protocol.errors import MalformedResponse
 from markproto.protocol.escape import escape, escape_cell, path_escape, unescape
+from markproto.protocol.times import format_time, parse_time
 
 HEALTH_BODY: Final = b"# Health Check\n\nServer is healthy.\n"
 TRUNCATED_NOTE: Final = b"\n*...truncated, too many entries*\n"
@@ -49,13 +50,6 @@ def _encode(text: str) -> bytes:
     """UTF-8, with undecodable file names (surrogate escapes) written back as their raw bytes,
     as the reference writes a name it read from disk."""
     return text.encode("utf-8", "surrogateescape")
-
-
-def rfc3339(moment: datetime) -> str:
-    """Go ``time.RFC3339`` of a UTC time in whole seconds: ``2026-01-01T00:00:00Z``. A naive
-    datetime is taken as UTC."""
-    t = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
 def _lines(body: bytes, heading: str) -> tuple[str, list[str]]:
@@ -133,7 +127,7 @@ def _unquote(target: str) -> str:
 # --- VERSIONS ---------------------------------------------------------------------------------
 
 _HISTORY_HEADING = "# Version History: "
-_HISTORY_LINE = re.compile(r"- \[v([0-9]+)\]\([^()]*\) - ([0-9]{4})-(..)-(..)T(..):(..):(..)Z")
+_HISTORY_LINE = re.compile(r"- \[v([0-9]+)\]\([^()]*\) - (\S+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +141,9 @@ def render_history(path: str, entries: Sequence[HistoryEntry]) -> bytes:
     first). Link targets path-escape the whole document path, slashes included."""
     target = path_escape(path)
     lines = [f"\n{_HISTORY_HEADING}{escape(path)}\n\n"]
-    lines += (f"- [v{e.version}]({target}/v{e.version}) - {rfc3339(e.modified)}\n" for e in entries)
+    lines += (
+        f"- [v{e.version}]({target}/v{e.version}) - {format_time(e.modified)}\n" for e in entries
+    )
     return _encode("".join(lines))
 
 
@@ -159,11 +155,9 @@ def parse_history(body: bytes) -> list[HistoryEntry]:
         m = _HISTORY_LINE.fullmatch(line)
         if m is None:
             raise MalformedResponse(f"not a VERSIONS entry: {line!r}")
-        try:
-            year, month, day, hour, minute, second = (int(part) for part in m.groups()[1:])
-            stamp = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-        except ValueError:
-            raise MalformedResponse(f"not a VERSIONS time: {line!r}") from None
+        stamp = parse_time(m[2])
+        if stamp is None:
+            raise MalformedResponse(f"not a VERSIONS time: {line!r}")
         entries.append(HistoryEntry(int(m[1]), stamp))
     if render_history(unescape(heading), entries) != body:
         raise MalformedResponse("VERSIONS body does not match its document path")

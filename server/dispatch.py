@@ -28,7 +28,7 @@ from typing import Final
 from markproto.protocol import bodies, paths, wire
 from markproto.protocol import status as st
 from markproto.protocol.errors import MalformedRequest, RequestTooLarge
-from markproto.protocol.grants import PUBLISH, Decision
+from markproto.protocol.grants import Decision
 from markproto.protocol.limits import HEALTH_PATH, MAX_BODY
 from markproto.server.handlers import (
     Context,
@@ -169,8 +169,7 @@ class Dispatcher:
             return wire.error_response(st.Status.SERVER_ERROR, st.TOO_LARGE)
         if self.ctx.grants is None:
             return wire.error_response(st.Status.NOT_PERMITTED, needs_auth)
-        token = request.meta.get("auth", "")
-        decision = self.ctx.grants.authorize(token, path, PUBLISH, self.ctx.clock())
+        decision = self.ctx.write_decision(path, request.meta.get("auth", ""))
         return None if decision is Decision.ALLOW else denied(decision)
 
     async def _later(

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, shared_path
+from support.exchange import request, send
 
 from markproto.protocol import bodies, cursor, limits, metadata, status, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
@@ -28,11 +29,9 @@ from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.transport import Peer
 from markproto.server.watch import Hub
 
 SPEC = REPO / "docs" / "SPEC.md"
-PEER = Peer("192.0.2.1", 4433)
 WRITER, READER = "writer-token", "reader-token"
 HASH = "sha256-" + "0" * 64
 _BLOCK = re.compile(r"<!-- (golden|request|stored|watch): ([^>]+?) -->\n```\n(.*?)```\n", re.DOTALL)
@@ -229,12 +228,6 @@ def test_quoted_watch_blocks_are_what_the_codec_writes(spec: str) -> None:
 # --- the messages a running server sends ------------------------------------------------------
 
 
-def request(
-    verb: str, path: str, keys: Mapping[str, str] | None = None, body: bytes = b""
-) -> bytes:
-    return wire.emit_request(wire.Request(verb, path, dict(keys or {}), body))
-
-
 def write(verb: str, path: str, keys: Mapping[str, str] | None = None, body: bytes = b"x") -> bytes:
     return request(verb, path, {"auth": WRITER, **(keys or {})}, body)
 
@@ -303,11 +296,6 @@ def grants() -> Grants:
             Grant("reader", hash_token(READER), ("/secret/**",), frozenset({"read"})),
         ]
     )
-
-
-async def send(dispatcher: Dispatcher, data: bytes) -> wire.Response:
-    out = dispatcher.handle(data, PEER)
-    return wire.parse_response(out if isinstance(out, bytes) else await out)
 
 
 def message(response: wire.Response, substitutions: Mapping[str, str]) -> str:

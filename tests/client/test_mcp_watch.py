@@ -75,7 +75,7 @@ async def test_legacy_subscriptions_get_resource_updates(
     client = bridge_client(server)
     async with (
         client,
-        MCPClient(bridge.build_server(client, host), mode="legacy", message_handler=inbox) as mcp,
+        MCPClient(bridge.build_server(client, [host]), mode="legacy", message_handler=inbox) as mcp,
     ):
         capabilities = mcp.server_capabilities
         assert capabilities.resources is not None and capabilities.resources.subscribe
@@ -102,7 +102,7 @@ async def test_listen_streams_get_resource_updates(server: RunningServer, writer
     client = bridge_client(server)
     async with (
         client,
-        MCPClient(bridge.build_server(client, host), mode="auto") as mcp,
+        MCPClient(bridge.build_server(client, [host]), mode="auto") as mcp,
         mcp.listen(resource_subscriptions=[doc]) as stream,
     ):
         await writer.publish(f"{server.url}/docs/b.md", b"# B\n", expected_version=0)
@@ -121,7 +121,7 @@ async def test_mark_changes_reports_what_changed_since_a_cursor(
 ) -> None:
     host = parse_url(server.url)
     client = bridge_client(server)
-    async with client, MCPClient(bridge.build_server(client, host), mode=mode) as mcp:
+    async with client, MCPClient(bridge.build_server(client, [host]), mode=mode) as mcp:
         start, lines = await changes(mcp, url="/docs")
         assert lines == [] and "cursor" in start and "pass it as since" in start["note"]
         await writer.publish(

@@ -1,4 +1,4 @@
-"""Changes for the MCP bridge: resource subscriptions backed by WATCH, and ``mark_changes``.
+"""Changes: resource subscriptions backed by WATCH, and ``mark_changes``.
 
 An agent subscribes to a document or folder resource (``mark://host/docs/a.md``,
 ``mark://host/docs/``) the way its MCP era does: ``resources/subscribe`` up to 2025-11-25, a
@@ -9,7 +9,8 @@ be told). The notification says only that the resource changed; ``mark_changes``
 says what changed, and is also the way in for clients without subscriptions.
 
 Serving ``resources/subscribe`` needs the SDK's low-level server, which ``MCPServer`` keeps
-private (``_lowlevel_server``); that one attribute is read here, in `install`, and nowhere else.
+private (``_lowlevel_server``); that one attribute is read here, in `register`, and nowhere else.
+The bus the 2026 listen streams are fed from is the one ``bridge.build_server`` gives the server.
 """
 
 from __future__ import annotations
@@ -17,24 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp.types import (
-    INVALID_PARAMS,
-    EmptyResult,
-    SubscribeRequestParams,
-    ToolAnnotations,
-    UnsubscribeRequestParams,
-)
+from mcp.types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 from pydantic import Field
 
 from markproto.client import Changes, Client, MarkError, Watch
+from markproto.client.mcp.bridge import Bridge
+from markproto.client.mcp.envelope import guard, one_line
 from markproto.protocol.errors import InvalidURL
 from markproto.protocol.url import MarkURL, parse_url
 
@@ -73,7 +67,7 @@ class Subscriptions:
             try:
                 await watch.start()  # the server's answer now, not in the background
             except MarkError as exc:
-                raise _mcp_error(f"{uri}: {_one_line(exc)}") from None
+                raise _mcp_error(f"{uri}: {one_line(exc)}") from None
             self._tasks[uri] = asyncio.create_task(self._follow(uri, watch))
         self._subscribers.setdefault(uri, set()).add(subscriber)
 
@@ -104,7 +98,7 @@ class Subscriptions:
             async for _ in watch:
                 await self._updated(uri)
         except MarkError as exc:
-            log.warning("no more updates for %s: %s", uri, _one_line(exc))
+            log.warning("no more updates for %s: %s", uri, one_line(exc))
             self._tasks.pop(uri, None)
         finally:
             await watch.aclose()
@@ -128,12 +122,11 @@ LEGACY = "resources/subscribe"
 """The subscriber that ``resources/subscribe`` adds (one client per bridge)."""
 
 
-def install(
-    server: MCPServer[Any], client: Client, resolve: Callable[[str], MarkURL], bus: SubscriptionBus
-) -> Subscriptions:
-    """Add resource subscriptions (both eras) and the ``mark_changes`` tool to ``server``, whose
-    subscription bus is ``bus``."""
-    subscriptions = Subscriptions(client, bus)
+def register(bridge: Bridge) -> None:
+    """Resource subscriptions (both eras) and the ``mark_changes`` tool."""
+    server, client = bridge.server, bridge.client
+    assert server.bus is not None
+    subscriptions = server.watches = Subscriptions(client, server.bus)
 
     async def on_subscribe(ctx: ServerRequestContext[Any, Any], params: Any) -> EmptyResult:
         subscriptions.session = ctx.session
@@ -153,36 +146,25 @@ def install(
         if ctx.method != "subscriptions/listen" or ctx.request_id is None:
             return await call_next(ctx)
         notifications = (ctx.params or {}).get("notifications") or {}
-        uris = list(notifications.get("resourceSubscriptions") or ())
+        uris = [str(uri) for uri in notifications.get("resourceSubscriptions") or ()]
         listener = _Listen()
         try:
             for uri in uris:
-                await subscriptions.subscribe(str(uri), listener)
+                await subscriptions.subscribe(uri, listener)
             return await call_next(ctx)
         finally:
             for uri in uris:
-                subscriptions.unsubscribe(str(uri), listener)
+                subscriptions.unsubscribe(uri, listener)
 
     server.middleware.append(listening)
 
+    @bridge.tool(read_only=True, advanced=True)
     async def mark_changes(url: WatchUrl, since: Since = None) -> str:
         """What changed under a document or folder since a cursor: one line per change
         (op, path, version), oldest first, and the cursor to pass next time. Without since,
         only the current cursor. Subscribe to the resource to be told when to call this."""
-        target = resolve(url)
-        try:
-            found = await client.changes(target, since=since, limit=CHANGES_LIMIT)
-        except MarkError as exc:
-            raise ToolError(_one_line(exc)) from None
+        found = await guard(client.changes(bridge.resolve(url), since=since, limit=CHANGES_LIMIT))
         return render(found, since is None)
-
-    server.add_tool(
-        mark_changes,
-        description=(mark_changes.__doc__ or "").replace("\n        ", " "),
-        structured_output=False,
-        annotations=ToolAnnotations(read_only_hint=True),
-    )
-    return subscriptions
 
 
 def render(found: Changes, fresh: bool) -> str:
@@ -219,7 +201,3 @@ def _watch_url(uri: str) -> MarkURL:
 
 def _mcp_error(message: str) -> MCPError:
     return MCPError(INVALID_PARAMS, message)
-
-
-def _one_line(exc: Exception) -> str:
-    return " ".join(str(exc).split())
