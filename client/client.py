@@ -25,6 +25,7 @@ from markproto.client.errors import (
     AnchorNotFound,
     ConnectionLost,
     InvalidURL,
+    MarkError,
     OutcomeUnknown,
     RequestTimeout,
     StreamReset,
@@ -36,11 +37,13 @@ from markproto.client.errors import (
 from markproto.client.results import LookupResult, Result
 from markproto.client.tokenstore import Tokens, TokenStore, valid_token
 from markproto.client.trust import Trust
+from markproto.client.watch import STALL_TIMEOUT, Changes, Watch, changes
 from markproto.protocol import errors as protocol_errors
 from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
 from markproto.protocol.metadata import CONTROL_KEYS, validate
 from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
+from markproto.protocol.watch import Cursor, InvalidWatchCursor
 from markproto.protocol.wire import Request, Response, emit_request, parse_response
 
 READ_ATTEMPTS = 3
@@ -237,6 +240,40 @@ class Client:
             result.status, result.meta, result.body, rows=rows, body_requested=match == "body"
         )
 
+    # changes
+
+    def watch(
+        self,
+        target: MarkURL | str,
+        *,
+        since: Cursor | str | None = None,
+        stall_timeout: float = STALL_TIMEOUT,
+        on_reconnect: Callable[[MarkError], None] | None = None,
+    ) -> Watch:
+        """Change hints for a document or a folder and everything below it, as an async
+        iterator of ``WatchEvent`` and ``Resync`` values; ``async with`` it to subscribe at once.
+        It resumes after ``since`` when given, reconnects and resumes on its own when a stream
+        ends (``on_reconnect`` hears why), and raises ``StatusError`` when the server refuses or
+        ends it for good."""
+        return Watch(
+            self,
+            self.url(target),
+            _cursor(since),
+            stall_timeout=stall_timeout,
+            on_reconnect=on_reconnect,
+        )
+
+    async def changes(
+        self, target: MarkURL | str, *, since: Cursor | str | None = None, limit: int = 1000
+    ) -> Changes:
+        """What changed under ``target`` after ``since`` (at most ``limit`` events), in one
+        short WATCH; without ``since`` no events, only the cursor to ask from later."""
+        if limit < 1:
+            raise UsageError("limit must be at least 1")
+        url = self.url(target)
+        quiet = self.pool.request_timeout
+        return await changes(self, url, _cursor(since), limit=limit, quiet=quiet)
+
     # writes
 
     async def publish(
@@ -365,6 +402,15 @@ def _server(host: MarkURL | str | None) -> MarkURL | None:
         return parse_url("/", default_host=host)
     except protocol_errors.InvalidURL as exc:
         raise InvalidURL(str(exc)) from None
+
+
+def _cursor(since: Cursor | str | None) -> Cursor | None:
+    if since is None or isinstance(since, Cursor):
+        return since
+    try:
+        return Cursor.parse(since)
+    except InvalidWatchCursor:
+        raise UsageError(f"{since!r} is not a WATCH cursor (<epoch>:<seq>)") from None
 
 
 def _whole(url: MarkURL, verb: str) -> MarkURL:

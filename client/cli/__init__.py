@@ -9,7 +9,8 @@ status: 0 for ok, created and not-modified; 1 for any other status or a failure 
 
 One module per job: ``options`` reads the command line, ``output`` prints, ``session`` reaches
 the server (``Client.from_environment``), ``failures`` turns every way a command can end into its
-line and exit status, and ``reading``, ``writing``, ``agents`` and ``tokens`` hold the commands.
+line and exit status, and ``reading``, ``writing``, ``watching``, ``agents`` and ``tokens`` hold
+the commands.
 A command's module is imported only when that command runs, and the network stack and the
 markdown parser only inside the commands that use them, so ``mark --help`` and typos answer at
 once. Client state lives in ``MARK_HOME``, else ``~/.mark`` where it exists, else the XDG
@@ -35,6 +36,7 @@ _COMMANDS = {
     "append": "writing:append",
     "archive": "writing:archive",
     "edit": "writing:edit",
+    "watch": "watching:watch",
     "mcp": "agents:mcp",
     "token": "tokens:token",
 }

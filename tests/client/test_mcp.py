@@ -44,6 +44,7 @@ TOOLS = {
     "mark_publish": ["url", "body", "expected_version", "metadata", "on_conflict"],
     "mark_append": ["url", "body", "expected_version", "metadata"],
     "mark_archive": ["url"],
+    "mark_changes": ["url", "since"],
 }
 """The tools in the order they are listed (mark_lookup_all follows mark_lookup when there are
 several servers)."""

@@ -89,6 +89,7 @@ async def _tools(agent: Agent, one: RunningServer, two: RunningServer) -> None:
         "mark_publish",
         "mark_append",
         "mark_archive",
+        "mark_changes",
     ]
     assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= SCHEMA_BUDGET
 
