@@ -1,0 +1,592 @@
+"""Links in markdown (docs/SPEC.md §5.9): which links a body holds, and where each one leads.
+
+Both sides need the same answer: the server's link index (built in the body index's one pass over
+each document) and ``mark check`` on a local folder, before anything is published. So the rules
+live here once, as pure functions: ``Extractor`` finds the links of a body fed to it a section
+at a time, ``parse_target`` reads a link's target into the document paths it may mean, and
+``resolve`` picks the one that exists, given what exists (the caller's view: the server asks
+with the reader's read filter, so a link never resolves to a document its reader may not read).
+
+What counts as a link: inline links ``[label](target "title")``, reference links ``[label][ref]``
+``[ref][]`` ``[ref]`` with their ``[ref]: target`` definitions anywhere in the document,
+autolinks ``<scheme:...>``, bare ``http(s)://``, ``www.`` and ``mark://`` URLs, HTML
+``<a href="...">``, and wikilinks ``[[Note]]``, ``[[Note#Heading|label]]`` (Obsidian's). Images
+are not links, nor is anything inside code (fenced, indented, or a code span) or an HTML
+comment; a target holding a template placeholder (``{{ x }}``) is a template, not a link.
+Typed relations (``rel-<predicate>: target`` metadata) are links too; they are not in the body,
+so ``relations`` reads them from the metadata.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from markproto.protocol import mdoutline, paths
+from markproto.protocol.mdoutline import OwnSection
+
+__all__ = [
+    "AUTOLINK",
+    "HTML",
+    "INLINE",
+    "LABEL_MAX",
+    "LINKS_MAX",
+    "REFERENCE",
+    "RELATION",
+    "RELATION_PREFIX",
+    "TARGET_MAX",
+    "WIKI",
+    "Extractor",
+    "Link",
+    "Target",
+    "extract",
+    "parse_target",
+    "relations",
+    "resolve",
+]
+
+INLINE, REFERENCE, AUTOLINK, HTML, WIKI, RELATION = (
+    "inline",
+    "reference",
+    "autolink",
+    "html",
+    "wikilink",
+    "relation",
+)
+"""How a link is written (``Link.syntax``)."""
+RELATION_PREFIX = "rel-"
+LINKS_MAX = 10_000
+"""Links kept per document (the rest are not indexed): bounds what one body may cost."""
+TARGET_MAX = 2048
+"""Characters of a target; a longer one is not a link anyone follows."""
+LABEL_MAX = 200
+"""Characters of a label kept (cut on a character, with an ellipsis)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One link as written: where it is (a 1-based line of the body and the anchor of the
+    section holding it, ``""`` before the first heading), its target as written, its label
+    (plain text on one line), how it is written, and for a relation its predicate."""
+
+    line: int
+    section: str
+    target: str
+    label: str
+    syntax: str
+    predicate: str = ""
+
+
+# --- extraction ---------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}|~{3,})(.*)")
+_FENCE_STARTS = frozenset("`~>")
+_LIST_STARTS = frozenset("-*+0123456789")
+_BLOCKS = re.compile(r"`{3}|~{3}|<!--|^(?:    |\t)", re.MULTILINE)
+"""What can make a section more than paragraphs: a fence, a comment, an indented line."""
+_PARAGRAPH = re.compile(r"[^\n]+(?:\n(?![ \t]*(?:\n|$))[^\n]*)*")
+"""A run of lines without a blank one."""
+_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]|$)")
+_DEFINITION = re.compile(
+    r"[ \t]{0,3}(?:>[ \t]?)*[ \t]*\[((?:\\.|[^\\\[\]]){1,999})\]:[ \t]*"
+    r"(?:<([^<>\n]*)>|(\S+))"
+    r"""(?:[ \t]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t]*"""
+)
+_HOT = re.compile(r"[\[<\\]")
+"""Where a link, an autolink, a tag, a comment or an escape may start."""
+_ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
+_TICKS = re.compile(r"`+")
+_BRACKETS = re.compile(r"[\[\]]")
+_DESTINATION = re.compile(
+    r"\([ \t\n]*(?:<((?:\\.|[^<>\\\n])*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))"
+    r"""(?:[ \t\n]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t\n]*\)"""
+)
+_WIKI = re.compile(r"\[\[([^\[\]\n]{1,1000})\]\]")
+_AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
+_ANCHOR_TAG = re.compile(
+    r"<a\s(?:[^>]*?\s)?href\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))[^>]*>", re.IGNORECASE
+)
+_ANCHOR_END = re.compile(r"</a\s*>", re.IGNORECASE)
+_BARE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?://|[Mm][Aa][Rr][Kk]://|[Ww][Ww][Ww]\.)[^\s<]*")
+_BARE_TRAIL = re.compile(r"[?!.,:*_~'\";]+$")
+_COMMENT_END = "-->"
+_TEMPLATE = re.compile(r"\{\{|\{%|%7B%7B", re.IGNORECASE)
+_LABEL_LINK = re.compile(r"!?\[((?:\\.|[^\\\[\]])*)\]\((?:\\.|[^()\\]|\([^()]*\))*\)")
+_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_MARKS = re.compile(r"\*\*|__|~~|[`*]")
+_SPACES = re.compile(r"\s+")
+_LABEL_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_NOT_REFERENCE = frozenset({" ", "x", "X", ""})
+"""Bracketed text that is a task box or empty, never a shortcut reference."""
+
+
+def _plain(label: str) -> str:
+    """A label as plain text on one line: nested links and images by their text, tags and
+    emphasis marks dropped, escapes resolved, whitespace collapsed, cut to ``LABEL_MAX``."""
+    if "[" in label:
+        label = _LABEL_LINK.sub(r"\1", label)
+    if "<" in label:
+        label = _TAG.sub("", label)
+    label = _MARKS.sub("", label)
+    if "\\" in label:
+        label = _LABEL_ESCAPE.sub(r"\1", label)
+    label = " ".join(label.split())
+    return label if len(label) <= LABEL_MAX else label[: LABEL_MAX - 1] + "\u2026"
+
+
+def _normal(label: str) -> str:
+    """A reference label as CommonMark matches it: case-folded, whitespace collapsed."""
+    return _SPACES.sub(" ", label.strip()).casefold()
+
+
+class Extractor:
+    """The links of one body, fed a section at a time (``feed``), then ``links()``.
+
+    One pass over the text: reference uses wait for their definitions, which may come later in
+    the document, and are matched at the end. At most ``LINKS_MAX`` links are kept.
+    """
+
+    def __init__(self, body: str | bytes) -> None:
+        self._body = body
+        self._links: list[Link] = []
+        self._uses: list[tuple[int, str, str, str]] = []
+        """Reference uses: line, section, label, the normalized reference."""
+        self._definitions: dict[str, str] = {}
+        self._end = 0
+        """Where the last section fed ends (a heading's line starts there)."""
+        self._counted = 0
+        self._line = 1
+        """The line number at offset ``_counted``."""
+
+    def section(self, start: int, stop: int, section: OwnSection) -> None:
+        """One of ``mdoutline.iter_own_sections(body)``, in order: its heading's line, then its
+        own text (``section.text``, decoded already)."""
+        if section.level:
+            head = self._body[self._end : start]
+            text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+            self.feed(section.anchor, text, self._line_at(self._end))
+        self.feed(section.anchor, section.text, self._line_at(start))
+        self._end = stop
+
+    def _line_at(self, offset: int) -> int:
+        body = self._body
+        newline = b"\n" if isinstance(body, bytes) else "\n"
+        self._line += body.count(newline, self._counted, offset)  # type: ignore[arg-type]
+        self._counted = offset
+        return self._line
+
+    def feed(self, section: str, text: str, line: int) -> None:
+        """One section's raw text (a heading line, or its own text), starting on ``line``."""
+        if "[" not in text and "<" not in text and "://" not in text and "www." not in text:
+            return
+        if not _BLOCKS.search(text):  # paragraphs alone: no code, no comment can start here
+            for found in _PARAGRAPH.finditer(text):
+                first = line + text.count("\n", 0, found.start())
+                self._block(found.group().split("\n"), first, section)
+            return
+        fence: tuple[str, int] | None = None
+        comment = listed = False
+        blank = True
+        block: list[str] = []
+        start = line
+        for number, raw in enumerate(text.split("\n"), line):
+            stripped = raw.strip()
+            first = stripped[:1]
+            if fence is not None:
+                if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
+                    ticks, rest = found.groups()
+                    if ticks[0] == fence[0] and len(ticks) >= fence[1] and not rest.strip():
+                        fence = None
+                continue
+            if comment:
+                end = raw.find(_COMMENT_END)
+                if end < 0:
+                    continue
+                comment = False
+                raw = " " * (end + 3) + raw[end + 3 :]
+                stripped = raw.strip()
+                first = stripped[:1]
+            if not stripped:
+                self._block(block, start, section)
+                block, blank = [], True
+                continue
+            if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
+                ticks, rest = found.groups()
+                if not (ticks[0] == "`" and "`" in rest):
+                    self._block(block, start, section)
+                    block, fence = [], (ticks[0], len(ticks))
+                    continue
+            if blank and not block and not listed and raw[:1] in " \t":
+                indent = 4 if raw[:1] == "\t" else len(raw) - len(raw.lstrip(" "))
+                if indent >= 4 or raw[indent : indent + 1] == "\t":
+                    continue  # an indented code block
+            if first in _LIST_STARTS and _LIST_ITEM.match(raw):
+                listed = True
+            elif blank and first != ">" and raw[:1] not in " \t":
+                listed = False
+            if first == "<" and stripped.startswith("<!--") and _COMMENT_END not in stripped[4:]:
+                self._block(block, start, section)
+                block, comment = [], True
+                continue
+            if not block:
+                start = number
+            block.append(raw)
+            blank = False
+        self._block(block, start, section)
+
+    def _block(self, lines: list[str], line: int, section: str) -> None:
+        """One paragraph-like run of lines: definitions at its start, then its inline links."""
+        while lines and "]:" in lines[0]:
+            found = _DEFINITION.fullmatch(lines[0])
+            if found is None:
+                break
+            key = _normal(found.group(1))
+            target = found.group(2) if found.group(2) is not None else found.group(3)
+            self._definitions.setdefault(key, target)
+            lines = lines[1:]
+            line += 1
+        if lines:
+            self._inline("\n".join(lines), line, section)
+
+    def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
+        target = target.strip()
+        if (
+            len(self._links) >= LINKS_MAX
+            or not target
+            or len(target) > TARGET_MAX
+            or _TEMPLATE.search(target)
+        ):
+            return
+        self._links.append(Link(line, section, target, _plain(label), syntax))
+
+    def _inline(self, text: str, line: int, section: str) -> None:
+        bare = "://" in text or "www." in text
+        if "[" not in text and "<" not in text and not bare:
+            return
+        starts = [0]
+        at = text.find("\n")
+        while at >= 0:
+            starts.append(at + 1)
+            at = text.find("\n", at + 1)
+
+        def line_of(offset: int) -> int:
+            return line + bisect_right(starts, offset) - 1
+
+        code = _code_spans(text)
+        taken = list(code)
+        """What links, code and comments cover: a bare URL there is none of its own."""
+        closing = _closing_brackets(text, code) if "[" in text else {}
+        pos = 0
+        search = _HOT.search
+        while (hot := search(text, pos)) is not None:
+            at = hot.start()
+            pos = at + 1
+            if code:
+                end = _span_end(code, at)
+                if end >= 0:
+                    pos = end
+                    continue
+            char = text[at]
+            if char == "\\":
+                pos = at + 2
+                continue
+            if char == "<":
+                pos = self._angle(text, at, line_of, section)
+                if pos > at + 1:
+                    taken.append((at, pos))
+                continue
+            image = at > 0 and text[at - 1] == "!" and not (at > 1 and text[at - 2] == "\\")
+            wiki = _WIKI.match(text, at) if text.startswith("[[", at) else None
+            if wiki is not None:
+                pos = wiki.end()
+                taken.append((at, pos))
+                target, bar, label = wiki.group(1).replace("\\|", "|").partition("|")
+                name = target.split("#", 1)[0]
+                if image and "." in paths.base(name) and not name.lower().endswith(".md"):
+                    continue  # an embedded image or file, not a note
+                self._add(line_of(at), section, target, label if bar else target, WIKI)
+                continue
+            close = closing.get(at)
+            if close is None:
+                continue
+            label = text[at + 1 : close]
+            after = close + 1
+            if text.startswith("(", after):
+                destination = _DESTINATION.match(text, after)
+                if destination is not None:
+                    pos = destination.end()
+                    taken.append((at, pos))
+                    if not image:
+                        target = destination.group(1)
+                        if target is None:
+                            target = destination.group(2)
+                        self._add(line_of(at), section, unescaped(target), label, INLINE)
+                    continue
+            if text.startswith("[", after) and after in closing:
+                end = closing[after]
+                reference = text[after + 1 : end] or label
+                pos = end + 1
+                if not image:
+                    self._uses.append((line_of(at), section, label, _normal(reference)))
+                continue
+            if not image and label not in _NOT_REFERENCE and not label.startswith("^"):
+                self._uses.append((line_of(at), section, label, _normal(label)))
+            # not a link: brackets inside may still hold one
+        if bare:
+            self._bare(text, _merged(taken), line_of, section)
+
+    def _bare(
+        self,
+        text: str,
+        taken: list[tuple[int, int]],
+        line_of: Callable[[int], int],
+        section: str,
+    ) -> None:
+        """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) outside ``taken``."""
+        for found in _BARE.finditer(text):
+            at = found.start()
+            if at and not (text[at - 1].isspace() or text[at - 1] in "*_~("):
+                continue
+            if taken and _span_end(taken, at) >= 0:
+                continue
+            url = _BARE_TRAIL.sub("", found.group())
+            while url.endswith(")") and url.count(")") > url.count("("):
+                url = url[:-1]
+            if "://" in url or url[:4].lower() == "www.":
+                self._add(line_of(at), section, url, url, AUTOLINK)
+
+    def _angle(self, text: str, at: int, line_of: Callable[[int], int], section: str) -> int:
+        """An autolink, an HTML anchor or a comment at ``at``; where scanning goes on."""
+        if text.startswith("<!--", at):
+            end = text.find(_COMMENT_END, at + 4)
+            return len(text) if end < 0 else end + 3
+        found = _AUTO.match(text, at)
+        if found is not None:
+            self._add(line_of(at), section, found.group(1), found.group(1), AUTOLINK)
+            return found.end()
+        found = _ANCHOR_TAG.match(text, at)
+        if found is not None:
+            href = next(group for group in found.groups() if group is not None)
+            end = _ANCHOR_END.search(text, found.end(), found.end() + 1000)
+            label = text[found.end() : end.start()] if end is not None else ""
+            self._add(line_of(at), section, href, label, HTML)
+            return end.end() if end is not None else found.end()
+        found = _TAG.match(text, at)
+        return at + 1 if found is None else found.end()
+
+    def links(self) -> list[Link]:
+        """Every link fed, in the order of the body (reference links matched now)."""
+        for line, section, label, reference in self._uses:
+            target = self._definitions.get(reference)
+            if target is not None:
+                self._add(line, section, unescaped(target), label, REFERENCE)
+        self._uses = []
+        self._links.sort(key=lambda link: link.line)
+        return self._links
+
+
+def unescaped(target: str) -> str:
+    """A destination with its backslash escapes resolved."""
+    return _LABEL_ESCAPE.sub(r"\1", target) if "\\" in target else target
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """The code spans of a paragraph (CommonMark: a backtick run opens one, the next run of the
+    same length closes it; a run without a partner is literal), ascending."""
+    if "`" not in text:
+        return []
+    escaped = {m.start() + 1 for m in _ESCAPE.finditer(text) if text[m.start() + 1] == "`"}
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    runs = [(s + (s in escaped), e) for s, e in runs if e - s - (s in escaped) > 0]
+    partner: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for index in range(len(runs) - 1, -1, -1):
+        size = runs[index][1] - runs[index][0]
+        if size in last:
+            partner[index] = last[size]
+        last[size] = index
+    spans = []
+    index = 0
+    while index < len(runs):
+        other = partner.get(index)
+        if other is None:
+            index += 1
+            continue
+        spans.append((runs[index][0], runs[other][1]))
+        index = other + 1
+    return spans
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ranges sorted and merged where they overlap (a code span inside a link's label)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start < out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _span_end(spans: list[tuple[int, int]], at: int) -> int:
+    """The end of the span holding ``at``, or -1."""
+    index = bisect_right(spans, (at, 1 << 62)) - 1
+    return spans[index][1] if index >= 0 and at < spans[index][1] else -1
+
+
+def _closing_brackets(text: str, code: list[tuple[int, int]]) -> dict[int, int]:
+    """Each ``[``'s matching ``]`` (balanced, outside code spans, escapes skipped)."""
+    escaped = {m.start() + 1 for m in _ESCAPE.finditer(text)} if "\\" in text else set()
+    stack: list[int] = []
+    out: dict[int, int] = {}
+    for found in _BRACKETS.finditer(text):
+        at = found.start()
+        if at in escaped or (code and _span_end(code, at) >= 0):
+            continue
+        if text[at] == "[":
+            stack.append(at)
+        elif stack:
+            out[stack.pop()] = at
+    return out
+
+
+def extract(body: str | bytes) -> list[Link]:
+    """The links of a whole body, in sections as ``mdoutline`` cuts them: what the server's
+    analysis finds in the same body."""
+    found = Extractor(body)
+    for start, stop, section in mdoutline.iter_own_sections(body):
+        found.section(start, stop, section)
+    return found.links()
+
+
+def relations(meta: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """The typed relations of a document's metadata: ``(predicate, target)`` for each
+    ``rel-<predicate>`` key (sorted) and each comma-separated target of its value."""
+    for key in sorted(meta):
+        if key.startswith(RELATION_PREFIX) and len(key) > len(RELATION_PREFIX):
+            for target in meta[key].split(","):
+                if target.strip():
+                    yield key[len(RELATION_PREFIX) :], target.strip()
+
+
+# --- targets ------------------------------------------------------------------------------------
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,31}:")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a link's target means. An internal target names a document on this server:
+    ``path`` as written (cleaned), ``candidates`` the documents it may be, in order, and a
+    wikilink's file ``name`` to look for when none exists; ``anchor`` is the section asked
+    for. An external one is a URL elsewhere (``url``); a ``mark://`` URL is internal or
+    external depending on whether ``authority`` is this server's, which only the server knows.
+    """
+
+    path: str = ""
+    candidates: tuple[str, ...] = ()
+    anchor: str = ""
+    name: str = ""
+    authority: str = ""
+    url: str = ""
+
+    @property
+    def internal(self) -> bool:
+        return bool(self.path)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every document path (and wikilink file name, lower-cased, no slash) whose coming
+        or going may change what this target resolves to."""
+        name = (paths.base(self.name).lower(),) if self.name else ()
+        return self.candidates + name
+
+
+def parse_target(raw: str, source: str, syntax: str) -> Target:
+    """Read a link's target as written in the document at ``source``.
+
+    Relative paths resolve against the source's folder, ``/``-rooted ones against the root.
+    A path ending in ``.md`` names that document; one ending in ``/`` (or the root) names
+    ``<path>.md`` or ``<path>/index.md``, whichever exists, and so does any other path (a
+    site-style link without ``.md``). ``#anchor`` alone is the source itself. A wikilink is a
+    path relative to its folder, then to the root, then its file name anywhere (when unique).
+    """
+    if syntax == WIKI:
+        return _wiki(raw, source)
+    text = raw.strip()
+    if text.startswith("<") and text.endswith(">"):
+        text = text[1:-1]
+    if syntax == AUTOLINK and text[:4].lower() == "www.":
+        return Target(url="http://" + text)
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        if scheme.group().lower() != "mark:" or not text[5:7] == "//":
+            return Target(url=text)
+        return _mark_url(text)
+    if text.startswith("//") or syntax == AUTOLINK:
+        return Target(url=text)
+    location, _, anchor = text.partition("#")
+    location = location.partition("?")[0]
+    anchor = unquote(anchor)
+    if not location:
+        return Target(source, (source,), anchor)
+    location = unquote(location)
+    rooted = location if location.startswith("/") else paths.parent(source) + "/" + location
+    return _site_path(rooted, anchor)
+
+
+def _site_path(rooted: str, anchor: str, authority: str = "") -> Target:
+    path = paths.clean(rooted)
+    if path.endswith(".md"):
+        return Target(path, (path,), anchor, authority=authority)
+    if path == "/":
+        return Target(path, ("/index.md",), anchor, authority=authority)
+    return Target(path, (path + ".md", path + "/index.md"), anchor, authority=authority)
+
+
+def _mark_url(text: str) -> Target:
+    from markproto.protocol.errors import InvalidURL
+    from markproto.protocol.url import parse_url
+
+    try:
+        url = parse_url(text)
+    except InvalidURL:
+        return Target(url=text)
+    return _site_path(url.path, url.anchor, url.authority)
+
+
+def _wiki(raw: str, source: str) -> Target:
+    name, _, anchor = raw.strip().partition("#")
+    if anchor.startswith("^"):
+        anchor = ""  # a block reference: the note itself
+    name = name.strip()
+    if not name:
+        return Target(source, (source,), anchor.strip())
+    if not name.lower().endswith(".md"):
+        name += ".md"
+    relative = paths.clean(paths.parent(source) + "/" + name)
+    rooted = paths.clean("/" + name)
+    candidates = (relative,) if relative == rooted else (relative, rooted)
+    return Target(relative, candidates, anchor.strip(), name=name)
+
+
+def resolve(
+    target: Target,
+    exists: Callable[[str], bool],
+    named: Callable[[str], Iterable[str]],
+) -> str | None:
+    """The document ``target`` leads to: its first candidate that ``exists``; for a wikilink
+    without one, the only document ``named`` by its file name (case-insensitively) whose path
+    ends with the name as written; else None. ``named`` gives the documents with a file name
+    (lower-cased): the caller decides which exist for whom."""
+    for candidate in target.candidates:
+        if exists(candidate):
+            return candidate
+    if not target.name:
+        return None
+    wanted = "/" + target.name.lower().lstrip("/")
+    found = [path for path in named(paths.base(target.name).lower()) if path.lower().endswith(wanted)]
+    return found[0] if len(found) == 1 else None
