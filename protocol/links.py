@@ -109,6 +109,9 @@ _AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
 _ANCHOR_TAG = re.compile(
     r"<a\s(?:[^>]*?\s)?href\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))[^>]*>", re.IGNORECASE
 )
+_ID_ATTRIBUTE = re.compile(
+    r"\s(id|name)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))", re.IGNORECASE
+)
 _ANCHOR_END = re.compile(r"</a\s*>", re.IGNORECASE)
 _BARE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?://|[Mm][Aa][Rr][Kk]://|[Ww][Ww][Ww]\.)[^\s<]*")
 _BARE_TRAIL = re.compile(r"[?!.,:*_~'\";]+$")
@@ -155,6 +158,9 @@ class Extractor:
         self._uses: list[tuple[int, str, str, str]] = []
         """Reference uses: line, section, label, the normalized reference."""
         self._definitions: dict[str, str] = {}
+        self.ids: list[str] = []
+        """The ids HTML elements of the body set (``<a name="x">``, ``id="x"``): anchors a
+        link may name besides the headings'."""
         self._end = 0
         """Where the last section fed ends (a heading's line starts there)."""
         self._counted = 0
@@ -183,9 +189,9 @@ class Extractor:
         if "[" not in text and "<" not in text and "://" not in text and "www." not in text:
             return
         if not _BLOCKS.search(text):  # paragraphs alone: no code, no comment can start here
-            for found in _PARAGRAPH.finditer(text):
-                first = line + text.count("\n", 0, found.start())
-                self._block(found.group().split("\n"), first, section)
+            for paragraph in _PARAGRAPH.finditer(text):
+                at = line + text.count("\n", 0, paragraph.start())
+                self._block(paragraph.group().split("\n"), at, section)
             return
         fence: tuple[str, int] | None = None
         comment = listed = False
@@ -369,13 +375,26 @@ class Extractor:
             return found.end()
         found = _ANCHOR_TAG.match(text, at)
         if found is not None:
+            self._tag_ids(found.group())
             href = next(group for group in found.groups() if group is not None)
-            end = _ANCHOR_END.search(text, found.end(), found.end() + 1000)
-            label = text[found.end() : end.start()] if end is not None else ""
+            closed = _ANCHOR_END.search(text, found.end(), found.end() + 1000)
+            label = text[found.end() : closed.start()] if closed is not None else ""
             self._add(line_of(at), section, href, label, HTML)
-            return end.end() if end is not None else found.end()
+            return closed.end() if closed is not None else found.end()
         found = _TAG.match(text, at)
-        return at + 1 if found is None else found.end()
+        if found is None:
+            return at + 1
+        if "=" in found.group():
+            self._tag_ids(found.group())
+        return found.end()
+
+    def _tag_ids(self, tag: str) -> None:
+        """The ids an HTML tag gives the place it stands (``id``, and ``name`` on ``<a>``)."""
+        for found in _ID_ATTRIBUTE.finditer(tag):
+            if found.group(1).lower() == "id" or tag[:3].lower() in ("<a ", "<a\t", "<a\n"):
+                value = next(group for group in found.groups()[1:] if group is not None)
+                if value and len(self.ids) < LINKS_MAX:
+                    self.ids.append(value)
 
     def links(self) -> list[Link]:
         """Every link fed, in the order of the body (reference links matched now)."""
@@ -523,7 +542,7 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
         return Target(url="http://" + text)
     scheme = _SCHEME.match(text)
     if scheme is not None:
-        if scheme.group().lower() != "mark:" or not text[5:7] == "//":
+        if scheme.group().lower() != "mark:" or text[5:7] != "//":
             return Target(url=text)
         return _mark_url(text)
     if text.startswith("//") or syntax == AUTOLINK:
@@ -588,5 +607,6 @@ def resolve(
     if not target.name:
         return None
     wanted = "/" + target.name.lower().lstrip("/")
-    found = [path for path in named(paths.base(target.name).lower()) if path.lower().endswith(wanted)]
+    candidates = named(paths.base(target.name).lower())
+    found = [path for path in candidates if path.lower().endswith(wanted)]
     return found[0] if len(found) == 1 else None

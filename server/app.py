@@ -160,6 +160,8 @@ class App:
             raise StartError(listen_problem(config, exc)) from None
         except ValueError as exc:  # the TLS pair, replaced since check_paths read it
             raise StartError(f"TLS: {exc}") from None
+        names = devcert.names(self._cert[0].read_bytes())
+        lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(
             asyncio.create_task(self._every(SUMMARY_INTERVAL, dispatcher.log_summary))

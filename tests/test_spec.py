@@ -271,6 +271,13 @@ CASES: list[tuple[bytes, dict[str, str]]] = [
     ),
     (request("LOOKUP", "/", {"query": "ab", "match": "Body"}), {'"Body"': '"<value>"'}),
     (request("LOOKUP", "/nowhere", {"query": "ab"}), {"/nowhere": "<path>"}),
+    (request("LOOKUP", "/", {"match": "links", "direction": "up"}), {'"up"': '"<value>"'}),
+    (request("LOOKUP", "/", {"match": "links", "relations": "See-also"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "depth": "6"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "limit": "0"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "cursor": "-1"}), {}),
+    (request("LOOKUP", "/nowhere.md", {"match": "links"}), {"/nowhere.md": "<path>"}),
+    (request("LOOKUP", "/docs/gone.md", {"match": "links"}), {"/docs/gone.md": "<path>"}),
 ]
 
 

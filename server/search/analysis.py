@@ -81,6 +81,8 @@ class Analysis:
     links: bytes
     """The document's links, packed (``links.pack``): what the link index keeps."""
     link_count: int
+    ids: str
+    """The ids HTML elements of the body set, newline-joined (anchors besides the headings')."""
     postings: Postings | None
     """None when the postings travel in a batch's block (``analyze_many``)."""
 
@@ -263,5 +265,6 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         vocab=zlib.compress("\n".join(sorted(found.vocab)).encode(), 1),
         links=packed,
         link_count=link_count,
+        ids="\n".join(i for i in linked.ids if "\n" not in i),
         postings=None,
     )

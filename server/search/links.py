@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from markproto.protocol import links, mdoutline, paths
 from markproto.protocol.chars import has_control
+from markproto.protocol.gotext import equal_fold
 from markproto.protocol.links import RELATION, Link, Target, parse_target, relations, resolve
 
 if TYPE_CHECKING:
@@ -129,6 +130,8 @@ class _Doc:
     names: str
     name_ends: array[int]
     """The body index's anchors and headings (``Analysis.names``), shared, not copied."""
+    ids: str
+    """Anchors HTML elements set, newline-joined (``Analysis.ids``)."""
 
     def headings(self) -> tuple[list[str], list[str]]:
         """Each section's anchor and heading text."""
@@ -188,6 +191,7 @@ class LinkIndex:
             meta,
             analysis.names,
             analysis.name_ends,
+            analysis.ids,
         )
         self._next += 1
         self._docs[path] = doc
@@ -254,7 +258,7 @@ class LinkIndex:
         size = sys.getsizeof
         total = size(self._docs) + size(self._numbers) + size(self._wants) + size(self._named)
         for doc in self._docs.values():
-            total += size(doc) + size(doc.links) + size(doc.number)
+            total += size(doc) + size(doc.links) + size(doc.number) + size(doc.ids)
         for table in (self._wants, self._named):
             for key, entries in table.items():
                 total += size(key) + size(entries)
@@ -294,8 +298,12 @@ class _View:
         return self._make(doc, number, link, found, target.anchor, kind, state)
 
     def _has_anchor(self, path: str, target: Target) -> bool:
-        anchors, texts = self._index._docs[path].headings()
-        return mdoutline.find_anchor(target.anchor, anchors, texts) is not None
+        doc = self._index._docs[path]
+        anchors, texts = doc.headings()
+        if mdoutline.find_anchor(target.anchor, anchors, texts) is not None:
+            return True
+        wanted = target.anchor.strip().removeprefix("#")
+        return bool(doc.ids) and any(equal_fold(i, wanted) for i in doc.ids.split("\n"))
 
     @staticmethod
     def _make(

@@ -1,6 +1,6 @@
 """The LOOKUP service: the catalog, the body index and the link index kept current as one
-``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the reader may not read,
-then cut to ``limit``).
+``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the
+reader may not read, then cut to ``limit``).
 
 Indexing a document is two steps: ``analyze`` (a pure function of the body, which may run
 anywhere: a thread, a worker process) and ``apply`` (appending its arrays to the indexes, cheap,
