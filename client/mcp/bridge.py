@@ -142,7 +142,7 @@ def build_server(
 ) -> MCPServer[Any]:
     """The bridge's tools, prompts and resources over ``client`` (which the caller closes);
     bare paths name documents on the first of ``hosts``."""
-    from markproto.client.mcp import documents, lookup, prompts, publishing, resources
+    from markproto.client.mcp import documents, graph, lookup, prompts, publishing, resources
 
     server = _Server(
         "markproto",
@@ -151,7 +151,7 @@ def build_server(
         log_level="ERROR",
     )
     bridge = Bridge(client, tuple(hosts), profile, server)
-    for group in (documents, lookup, publishing, resources, prompts):
+    for group in (documents, lookup, graph, publishing, resources, prompts):
         group.register(bridge)
     return server
 

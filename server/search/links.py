@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 from markproto.protocol import links, mdoutline, paths
 from markproto.protocol.chars import has_control
 from markproto.protocol.gotext import equal_fold
-from markproto.protocol.links import RELATION, Link, Target, parse_target, relations, resolve
+from markproto.protocol.links import RELATION, Link, parse_target, relations, resolve
+from markproto.protocol.mdoutline import slug
 
 if TYPE_CHECKING:
     from markproto.server.search.analysis import Analysis
@@ -292,18 +293,27 @@ class _View:
         found = resolve(target, self.exists, self.named)
         if found is None:
             return self._make(doc, number, link, target.path, target.anchor, kind, MISSING)
-        state = OK
-        if target.anchor and not self._has_anchor(found, target):
-            state = MISSING_ANCHOR
-        return self._make(doc, number, link, found, target.anchor, kind, state)
+        if not target.anchor:
+            return self._make(doc, number, link, found, "", kind, OK)
+        anchor = self._anchor(found, target.anchor)
+        if anchor is None:
+            return self._make(doc, number, link, found, target.anchor, kind, MISSING_ANCHOR)
+        return self._make(doc, number, link, found, anchor, kind, OK)
 
-    def _has_anchor(self, path: str, target: Target) -> bool:
+    def _anchor(self, path: str, wanted: str) -> str | None:
+        """The anchor ``wanted`` names in document ``path`` (§9.4, then its HTML ids), as the
+        heading's own anchor when a heading's anchor or slug rule found it (``[[Note#Some
+        Heading]]`` is ``#some-heading``), else as written; None when nothing answers to it."""
         doc = self._index._docs[path]
         anchors, texts = doc.headings()
-        if mdoutline.find_anchor(target.anchor, anchors, texts) is not None:
-            return True
-        wanted = target.anchor.strip().removeprefix("#")
-        return bool(doc.ids) and any(equal_fold(i, wanted) for i in doc.ids.split("\n"))
+        found = mdoutline.find_anchor(wanted, anchors, texts)
+        wanted = wanted.strip().removeprefix("#")
+        if found is not None:
+            anchor = anchors[found]
+            return anchor if equal_fold(anchor, wanted) or anchor == slug(wanted) else wanted
+        if doc.ids and any(equal_fold(i, wanted) for i in doc.ids.split("\n")):
+            return wanted
+        return None
 
     @staticmethod
     def _make(

@@ -79,7 +79,7 @@ def test_outbound_links_say_where_they_lead() -> None:
         ("mark://localhost/top.md", "/top.md", "", OK),
         ("mark://elsewhere/top.md", "mark://elsewhere/top.md", "", EXTERNAL),
         ("Note", "/notes/Note.md", "", OK),
-        ("Top#Heading", "/top.md", "Heading", OK),
+        ("Top#Heading", "/top.md", "heading", OK),
         ("https://y.org", "https://y.org", "", EXTERNAL),
         ("/old.md", "/old.md", "", MISSING),
     ]
