@@ -21,28 +21,38 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import unquote
 
 from markproto.protocol import mdoutline, paths
+from markproto.protocol.gotext import equal_fold
 from markproto.protocol.mdoutline import OwnSection
 
 __all__ = [
     "AUTOLINK",
+    "EXTERNAL",
     "HTML",
     "INLINE",
+    "INTERNAL",
     "LABEL_MAX",
     "LINKS_MAX",
+    "MISSING",
+    "MISSING_ANCHOR",
+    "OK",
     "REFERENCE",
     "RELATION",
     "RELATION_PREFIX",
     "TARGET_MAX",
     "WIKI",
+    "Destination",
     "Extractor",
     "Link",
     "Target",
+    "World",
     "extract",
+    "follow",
     "parse_target",
     "relations",
     "resolve",
@@ -610,3 +620,73 @@ def resolve(
     candidates = named(paths.base(target.name).lower())
     found = [path for path in candidates if path.lower().endswith(wanted)]
     return found[0] if len(found) == 1 else None
+
+
+# --- where a link leads, in a given world ------------------------------------------------------
+
+INTERNAL, EXTERNAL = "internal", "external"
+"""A link's kind, with ``RELATION``."""
+OK, MISSING, MISSING_ANCHOR = "ok", "missing", "missing-anchor"
+"""A link's state: it leads to a document (and section) that exists, or to no document, or to a
+section its document does not have; an external link's state is ``EXTERNAL`` (not checked)."""
+
+
+class World(Protocol):
+    """What exists, as one reader sees it (the server's index for a token, a local folder)."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def named(self, name: str) -> Iterable[str]:
+        """The documents whose file name, lower-cased, is ``name``."""
+        ...
+
+    def anchors(self, path: str) -> tuple[Sequence[str], Sequence[str], Sequence[str]]:
+        """An existing document's heading anchors, heading texts and HTML ids."""
+        ...
+
+    def ours(self, authority: str) -> bool:
+        """Whether a ``mark://`` URL of ``authority`` names this server."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a link leads: its kind, the document (or the path it names when none answers, or
+    the URL of an external link), the anchor, and its state."""
+
+    kind: str
+    target: str
+    anchor: str
+    state: str
+
+
+def follow(link: Link, source: str, world: World) -> Destination:
+    """Where ``link`` (written in document ``source``) leads in ``world`` (SPEC §5.9)."""
+    target = parse_target(link.target, source, link.syntax)
+    kind = RELATION if link.syntax == RELATION else INTERNAL
+    if not target.internal or (target.authority and not world.ours(target.authority)):
+        url = target.url or link.target
+        return Destination(kind if kind == RELATION else EXTERNAL, url, "", EXTERNAL)
+    found = resolve(target, world.exists, world.named)
+    if found is None:
+        return Destination(kind, target.path, target.anchor, MISSING)
+    if not target.anchor:
+        return Destination(kind, found, "", OK)
+    anchor = _anchor(target.anchor, *world.anchors(found))
+    if anchor is None:
+        return Destination(kind, found, target.anchor, MISSING_ANCHOR)
+    return Destination(kind, found, anchor, OK)
+
+
+def _anchor(
+    wanted: str, anchors: Sequence[str], texts: Sequence[str], ids: Sequence[str]
+) -> str | None:
+    """The anchor ``wanted`` names (§9.4, then the document's HTML ids): the heading's own anchor
+    when a heading's anchor or slug rule found it (``[[Note#Some Heading]]`` is
+    ``#some-heading``), else as written; None when nothing answers to it."""
+    found = mdoutline.find_anchor(wanted, anchors, texts)
+    wanted = wanted.strip().removeprefix("#")
+    if found is not None:
+        anchor = anchors[found]
+        return anchor if equal_fold(anchor, wanted) or anchor == mdoutline.slug(wanted) else wanted
+    return wanted if any(equal_fold(i, wanted) for i in ids) else None

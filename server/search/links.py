@@ -28,11 +28,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from markproto.protocol import links, mdoutline, paths
+from markproto.protocol import links, paths
 from markproto.protocol.chars import has_control
-from markproto.protocol.gotext import equal_fold
-from markproto.protocol.links import RELATION, Link, parse_target, relations, resolve
-from markproto.protocol.mdoutline import slug
+from markproto.protocol.links import (
+    EXTERNAL,
+    INTERNAL,
+    MISSING,
+    MISSING_ANCHOR,
+    OK,
+    RELATION,
+    Link,
+    follow,
+    parse_target,
+    relations,
+)
 
 if TYPE_CHECKING:
     from markproto.server.search.analysis import Analysis
@@ -49,11 +58,6 @@ __all__ = [
     "unpack",
 ]
 
-INTERNAL, EXTERNAL = "internal", "external"
-"""An edge's kind, with ``links.RELATION``."""
-OK, MISSING, MISSING_ANCHOR = "ok", "missing", "missing-anchor"
-"""An edge's state: its target exists (for this reader), or not, or its anchor does not;
-external targets are not checked (state ``external``)."""
 
 _FIELD, _RECORD = "\x1f", "\x1e"
 _SYNTAX = (links.INLINE, links.REFERENCE, links.AUTOLINK, links.HTML, links.WIKI)
@@ -267,7 +271,7 @@ class LinkIndex:
 
 
 class _View:
-    """Resolution as one reader sees it: only documents it may read exist."""
+    """The index as one reader sees it (a ``links.World``): only documents it may read exist."""
 
     def __init__(self, index: LinkIndex, readable: Readable) -> None:
         self._index = index
@@ -283,59 +287,27 @@ class _View:
             if self._readable(path):
                 yield path
 
-    def edge(self, doc: _Doc, number: int, link: Link) -> Edge:
-        target = parse_target(link.target, doc.path, link.syntax)
-        kind = RELATION if link.syntax == RELATION else INTERNAL
-        foreign = target.authority and target.authority not in self._index.authorities
-        if not target.internal or foreign:
-            url = target.url or link.target
-            return self._make(doc, number, link, url, "", EXTERNAL if kind != RELATION else kind)
-        found = resolve(target, self.exists, self.named)
-        if found is None:
-            return self._make(doc, number, link, target.path, target.anchor, kind, MISSING)
-        if not target.anchor:
-            return self._make(doc, number, link, found, "", kind, OK)
-        anchor = self._anchor(found, target.anchor)
-        if anchor is None:
-            return self._make(doc, number, link, found, target.anchor, kind, MISSING_ANCHOR)
-        return self._make(doc, number, link, found, anchor, kind, OK)
-
-    def _anchor(self, path: str, wanted: str) -> str | None:
-        """The anchor ``wanted`` names in document ``path`` (§9.4, then its HTML ids), as the
-        heading's own anchor when a heading's anchor or slug rule found it (``[[Note#Some
-        Heading]]`` is ``#some-heading``), else as written; None when nothing answers to it."""
+    def anchors(self, path: str) -> tuple[list[str], list[str], list[str]]:
         doc = self._index._docs[path]
         anchors, texts = doc.headings()
-        found = mdoutline.find_anchor(wanted, anchors, texts)
-        wanted = wanted.strip().removeprefix("#")
-        if found is not None:
-            anchor = anchors[found]
-            return anchor if equal_fold(anchor, wanted) or anchor == slug(wanted) else wanted
-        if doc.ids and any(equal_fold(i, wanted) for i in doc.ids.split("\n")):
-            return wanted
-        return None
+        return anchors, texts, doc.ids.split("\n") if doc.ids else []
 
-    @staticmethod
-    def _make(
-        doc: _Doc,
-        number: int,
-        link: Link,
-        target: str,
-        anchor: str,
-        kind: str,
-        state: str = EXTERNAL,
-    ) -> Edge:
+    def ours(self, authority: str) -> bool:
+        return authority in self._index.authorities
+
+    def edge(self, doc: _Doc, number: int, link: Link) -> Edge:
+        to = follow(link, doc.path, self)
         return Edge(
             doc.path,
             link.section,
             link.line,
-            target,
-            anchor,
+            to.target,
+            to.anchor,
             link.target,
             link.label,
-            kind,
+            to.kind,
             link.predicate,
-            state,
+            to.state,
             link.syntax,
             number,
         )
