@@ -23,7 +23,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from urllib.parse import unquote
 
 from markproto.protocol import mdoutline, paths
@@ -76,11 +76,11 @@ LABEL_MAX = 200
 """Characters of a label kept (cut on a character, with an ellipsis)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
+class Link(NamedTuple):
     """One link as written: where it is (a 1-based line of the body and the anchor of the
     section holding it, ``""`` before the first heading), its target as written, its label
-    (plain text on one line), how it is written, and for a relation its predicate."""
+    (plain text on one line), how it is written, and for a relation its predicate. A tuple:
+    a body may hold thousands, made in the analysis of every document."""
 
     line: int
     section: str
@@ -95,8 +95,6 @@ class Link:
 _FENCE = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}|~{3,})(.*)")
 _FENCE_STARTS = frozenset("`~>")
 _LIST_STARTS = frozenset("-*+0123456789")
-_BLOCKS = re.compile(r"`{3}|~{3}|<!--|^(?:    |\t)", re.MULTILINE)
-"""What can make a section more than paragraphs: a fence, a comment, an indented line."""
 _PARAGRAPH = re.compile(r"[^\n]+(?:\n(?![ \t]*(?:\n|$))[^\n]*)*")
 """A run of lines without a blank one."""
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]|$)")
@@ -105,8 +103,6 @@ _DEFINITION = re.compile(
     r"(?:<([^<>\n]*)>|(\S+))"
     r"""(?:[ \t]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t]*"""
 )
-_HOT = re.compile(r"[\[<\\]")
-"""Where a link, an autolink, a tag, a comment or an escape may start."""
 _ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
 _TICKS = re.compile(r"`+")
 _BRACKETS = re.compile(r"[\[\]]")
@@ -114,6 +110,8 @@ _DESTINATION = re.compile(
     r"\([ \t\n]*(?:<((?:\\.|[^<>\\\n])*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))"
     r"""(?:[ \t\n]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t\n]*\)"""
 )
+_SIMPLE = re.compile(r"[^\s()<>\\\"']+")
+"""A destination that is nothing but a target: no space, parenthesis, bracket, escape or quote."""
 _WIKI = re.compile(r"\[\[([^\[\]\n]{1,1000})\]\]")
 _AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
 _ANCHOR_TAG = re.compile(
@@ -127,6 +125,11 @@ _BARE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?://|[Mm][Aa][Rr][Kk]://|[Ww][Ww][Ww
 _BARE_TRAIL = re.compile(r"[?!.,:*_~'\";]+$")
 _COMMENT_END = "-->"
 _TEMPLATE = re.compile(r"\{\{|\{%|%7B%7B", re.IGNORECASE)
+_NEWLINE = re.compile("\n")
+_FANCY = re.compile(
+    r"[\[<*_~`\\\t-\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]|  "
+)
+"""What ``_plain`` would change in a label (a fast test for the common plain one)."""
 _LABEL_LINK = re.compile(r"!?\[((?:\\.|[^\\\[\]])*)\]\((?:\\.|[^()\\]|\([^()]*\))*\)")
 _TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _MARKS = re.compile(r"\*\*|__|~~|[`*]")
@@ -136,9 +139,23 @@ _NOT_REFERENCE = frozenset({" ", "x", "X", ""})
 """Bracketed text that is a task box or empty, never a shortcut reference."""
 
 
+def _blocks(text: str) -> bool:
+    """Whether a section may be more than paragraphs: a fence, a comment, an indented line."""
+    return (
+        "```" in text
+        or "~~~" in text
+        or "<!--" in text
+        or "\n    " in text
+        or "\n\t" in text
+        or text.startswith(("    ", "\t"))
+    )
+
+
 def _plain(label: str) -> str:
     """A label as plain text on one line: nested links and images by their text, tags and
     emphasis marks dropped, escapes resolved, whitespace collapsed, cut to ``LABEL_MAX``."""
+    if len(label) <= LABEL_MAX and not _FANCY.search(label) and label.strip() == label:
+        return label
     if "[" in label:
         label = _LABEL_LINK.sub(r"\1", label)
     if "<" in label:
@@ -198,7 +215,7 @@ class Extractor:
         """One section's raw text (a heading line, or its own text), starting on ``line``."""
         if "[" not in text and "<" not in text and "://" not in text and "www." not in text:
             return
-        if not _BLOCKS.search(text):  # paragraphs alone: no code, no comment can start here
+        if not _blocks(text):  # paragraphs alone: no code, no comment can start here
             for paragraph in _PARAGRAPH.finditer(text):
                 at = line + text.count("\n", 0, paragraph.start())
                 self._block(paragraph.group().split("\n"), at, section)
@@ -273,7 +290,7 @@ class Extractor:
             len(self._links) >= LINKS_MAX
             or not target
             or len(target) > TARGET_MAX
-            or _TEMPLATE.search(target)
+            or (("{" in target or "%" in target) and _TEMPLATE.search(target))
         ):
             return
         self._links.append(Link(line, section, target, _plain(label), syntax))
@@ -282,44 +299,43 @@ class Extractor:
         bare = "://" in text or "www." in text
         if "[" not in text and "<" not in text and not bare:
             return
-        starts = [0]
-        at = text.find("\n")
-        while at >= 0:
-            starts.append(at + 1)
-            at = text.find("\n", at + 1)
+        starts = [0, *(m.end() for m in _NEWLINE.finditer(text))] if "\n" in text else [0]
 
         def line_of(offset: int) -> int:
             return line + bisect_right(starts, offset) - 1
 
-        code = _code_spans(text)
-        taken = list(code)
-        """What links, code and comments cover: a bare URL there is none of its own."""
-        closing = _closing_brackets(text, code) if "[" in text else {}
-        pos = 0
-        search = _HOT.search
-        while (hot := search(text, pos)) is not None:
-            at = hot.start()
+        masked = _masked(text)
+        """``text`` with its code spans and backslash escapes blanked (the same offsets): where
+        link syntax is looked for. Labels and targets are read from ``text``."""
+        closing = _closing_brackets(masked) if "[" in masked else {}
+        taken: list[tuple[int, int]] = []
+        """What links and comments cover: a bare URL there is none of its own."""
+        pos, size = 0, len(masked)
+        bracket = angle = -1
+        """The next ``[`` and ``<`` at or after ``pos`` (``size``: none)."""
+        while True:
+            if bracket < pos:
+                bracket = masked.find("[", pos)
+                bracket = size if bracket < 0 else bracket
+            if angle < pos:
+                angle = masked.find("<", pos)
+                angle = size if angle < 0 else angle
+            at = min(bracket, angle)
+            if at == size:
+                break
             pos = at + 1
-            if code:
-                end = _span_end(code, at)
-                if end >= 0:
-                    pos = end
-                    continue
-            char = text[at]
-            if char == "\\":
-                pos = at + 2
-                continue
-            if char == "<":
+            if masked[at] == "<":
                 pos = self._angle(text, at, line_of, section)
                 if pos > at + 1:
                     taken.append((at, pos))
                 continue
-            image = at > 0 and text[at - 1] == "!" and not (at > 1 and text[at - 2] == "\\")
-            wiki = _WIKI.match(text, at) if text.startswith("[[", at) else None
+            image = at > 0 and masked[at - 1] == "!"
+            wiki = _WIKI.match(masked, at) if masked.startswith("[[", at) else None
             if wiki is not None:
                 pos = wiki.end()
                 taken.append((at, pos))
-                target, bar, label = wiki.group(1).replace("\\|", "|").partition("|")
+                inner = text[at + 2 : pos - 2]
+                target, bar, label = inner.replace("\\|", "|").partition("|")
                 name = target.split("#", 1)[0]
                 if image and "." in paths.base(name) and not name.lower().endswith(".md"):
                     continue  # an embedded image or file, not a note
@@ -330,18 +346,24 @@ class Extractor:
                 continue
             label = text[at + 1 : close]
             after = close + 1
-            if text.startswith("(", after):
-                destination = _DESTINATION.match(text, after)
-                if destination is not None:
-                    pos = destination.end()
+            if masked.startswith("(", after):
+                shut = text.find(")", after)
+                simple = text[after + 1 : shut] if shut > 0 else ""
+                if simple and _SIMPLE.fullmatch(simple):  # most: (target) alone
+                    target, pos = simple, shut + 1
+                elif (destination := _DESTINATION.match(text, after)) is not None:
+                    target = destination.group(1)
+                    if target is None:
+                        target = destination.group(2)
+                    target, pos = unescaped(target), destination.end()
+                else:
+                    target = ""
+                if target or pos > after:
                     taken.append((at, pos))
                     if not image:
-                        target = destination.group(1)
-                        if target is None:
-                            target = destination.group(2)
-                        self._add(line_of(at), section, unescaped(target), label, INLINE)
+                        self._add(line_of(at), section, target, label, INLINE)
                     continue
-            if text.startswith("[", after) and after in closing:
+            if masked.startswith("[", after) and after in closing:
                 end = closing[after]
                 reference = text[after + 1 : end] or label
                 pos = end + 1
@@ -352,21 +374,18 @@ class Extractor:
                 self._uses.append((line_of(at), section, label, _normal(label)))
             # not a link: brackets inside may still hold one
         if bare:
-            self._bare(text, _merged(taken), line_of, section)
+            rest = _blanked(masked, taken)
+            if "://" in rest or "www." in rest:
+                self._bare(text, rest, line_of, section)
 
     def _bare(
-        self,
-        text: str,
-        taken: list[tuple[int, int]],
-        line_of: Callable[[int], int],
-        section: str,
+        self, text: str, rest: str, line_of: Callable[[int], int], section: str
     ) -> None:
-        """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) outside ``taken``."""
-        for found in _BARE.finditer(text):
+        """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) in ``rest``: the text with
+        code, links and comments blanked."""
+        for found in _BARE.finditer(rest):
             at = found.start()
-            if at and not (text[at - 1].isspace() or text[at - 1] in "*_~("):
-                continue
-            if taken and _span_end(taken, at) >= 0:
+            if at and not (rest[at - 1].isspace() or rest[at - 1] in "*_~("):
                 continue
             url = _BARE_TRAIL.sub("", found.group())
             while url.endswith(")") and url.count(")") > url.count("("):
@@ -449,33 +468,36 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Ranges sorted and merged where they overlap (a code span inside a link's label)."""
-    out: list[tuple[int, int]] = []
+def _masked(text: str) -> str:
+    """``text`` with each code span and each backslash escape replaced by as many spaces."""
+    spans = _code_spans(text)
+    if "\\" in text:
+        spans += [m.span() for m in _ESCAPE.finditer(text)]
+    return _blanked(text, spans) if spans else text
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the (possibly overlapping) ``spans`` replaced by spaces."""
+    if not spans:
+        return text
+    parts, done = [], 0
     for start, end in sorted(spans):
-        if out and start < out[-1][1]:
-            out[-1] = (out[-1][0], max(end, out[-1][1]))
-        else:
-            out.append((start, end))
-    return out
+        if end <= done:
+            continue
+        start = max(start, done)
+        parts += [text[done:start], " " * (end - start)]
+        done = end
+    parts.append(text[done:])
+    return "".join(parts)
 
 
-def _span_end(spans: list[tuple[int, int]], at: int) -> int:
-    """The end of the span holding ``at``, or -1."""
-    index = bisect_right(spans, (at, 1 << 62)) - 1
-    return spans[index][1] if index >= 0 and at < spans[index][1] else -1
-
-
-def _closing_brackets(text: str, code: list[tuple[int, int]]) -> dict[int, int]:
-    """Each ``[``'s matching ``]`` (balanced, outside code spans, escapes skipped)."""
-    escaped = {m.start() + 1 for m in _ESCAPE.finditer(text)} if "\\" in text else set()
+def _closing_brackets(masked: str) -> dict[int, int]:
+    """Each ``[``'s matching ``]`` (balanced) in a masked paragraph."""
     stack: list[int] = []
     out: dict[int, int] = {}
-    for found in _BRACKETS.finditer(text):
+    for found in _BRACKETS.finditer(masked):
         at = found.start()
-        if at in escaped or (code and _span_end(code, at) >= 0):
-            continue
-        if text[at] == "[":
+        if masked[at] == "[":
             stack.append(at)
         elif stack:
             out[stack.pop()] = at

@@ -112,17 +112,21 @@ def answer(
     title: Callable[[str], str],
 ) -> Page:
     """One page of the links around ``start`` (a live document, or a folder) for a reader."""
+    if not folder and query.depth == 1:
+        return _around(index, query, start, readable, title)
     if folder:
         level = sorted(p for p in index.paths() if in_scope(p, start) and readable(p))
     else:
         level = [start]
     reached = dict.fromkeys(level, 0)
-    rows: list[tuple[int, Edge]] = []
+    rows: list[Edge] = []
     seen: set[tuple[str, int]] = set()
     for depth in range(query.depth):
         following: list[str] = []
         for path in level:
-            edges = index.outbound(path, readable) if query.outgoing else []
+            edges = []
+            if query.outgoing:
+                edges = index.outbound(path, readable, wanted=query.relations)
             if query.incoming:
                 edges += index.inbound(path, readable)
             for edge in edges:
@@ -130,7 +134,7 @@ def answer(
                 if key in seen or not query.wants(edge):
                     continue
                 seen.add(key)
-                rows.append((depth, edge))
+                rows.append(edge)
                 for near in _ends(edge):
                     if near not in reached:
                         reached[near] = depth + 1
@@ -139,7 +143,36 @@ def answer(
         level = sorted(following)
         if not level:
             break
-    return _page(rows, query, reached, title)
+    shown = rows[query.offset : query.offset + query.limit]
+    return _page(shown, query.offset, len(rows), reached, title)
+
+
+def _around(
+    index: LinkIndex,
+    query: LinksQuery,
+    start: str,
+    readable: Callable[[str], bool],
+    title: Callable[[str], str],
+) -> Page:
+    """One step from one document: its links are counted without being read, and only those
+    on the page are resolved, so a page of a document with thousands of links costs a page."""
+    outgoing = index.outbound_count(start, query.relations) if query.outgoing else 0
+    incoming = []
+    if query.incoming:
+        incoming = [edge for edge in index.inbound(start, readable) if query.wants(edge)]
+    total = outgoing + len(incoming)
+    first, last = query.offset, min(query.offset + query.limit, total)
+    rows = []
+    if first < outgoing:
+        rows = index.outbound(
+            start, readable, wanted=query.relations, start=first, stop=min(last, outgoing)
+        )
+    rows += incoming[max(first - outgoing, 0) : max(last - outgoing, 0)]
+    reached = {start: 0}
+    for edge in rows:
+        for near in _ends(edge):
+            reached.setdefault(near, 1)
+    return _page(rows, first, total, reached, title)
 
 
 def _ends(edge: Edge) -> tuple[str, ...]:
@@ -150,22 +183,22 @@ def _ends(edge: Edge) -> tuple[str, ...]:
 
 
 def _page(
-    rows: list[tuple[int, Edge]],
-    query: LinksQuery,
+    edges: list[Edge],
+    offset: int,
+    total: int,
     reached: dict[str, int],
     title: Callable[[str], str],
 ) -> Page:
+    """The page of ``edges`` (the rows from ``offset`` on) that fits the page's bytes."""
     shown: list[LinkRow] = []
     budget = _PAGE_BYTES
-    stop = query.offset
-    for _, edge in rows[query.offset : query.offset + query.limit]:
+    for edge in edges:
         row = _row(edge)
         cost = len(link_line(row).encode()) + 1
         if cost > budget and shown:
             break
         budget -= cost
         shown.append(row)
-        stop += 1
     named: dict[str, None] = {}
     for row in shown:
         named[row.source] = None
@@ -175,7 +208,8 @@ def _page(
         LinkDocument(path, title(path), reached.get(path, 0))
         for path in sorted(named, key=lambda p: (reached.get(p, 0), p))
     ]
-    return Page(shown, documents, len(rows), stop if stop < len(rows) else None)
+    stop = offset + len(shown)
+    return Page(shown, documents, total, stop if stop < total else None)
 
 
 def _row(edge: Edge) -> LinkRow:

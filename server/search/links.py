@@ -88,12 +88,13 @@ def _one_line(label: str) -> str:
     return " ".join(label.split()) if has_control(label) else label
 
 
-def unpack(data: bytes) -> list[Link]:
-    """The links ``pack`` packed."""
+def unpack(data: bytes, start: int = 0, stop: int | None = None) -> list[Link]:
+    """The links ``pack`` packed (those from ``start`` to ``stop``)."""
     if not data:
         return []
+    records = zlib.decompress(data).decode("utf-8", "surrogatepass").split(_RECORD)[start:stop]
     out = []
-    for record in zlib.decompress(data).decode("utf-8", "surrogatepass").split(_RECORD):
+    for record in records:
         line, code, section, target, label = record.split(_FIELD)
         out.append(Link(int(line), section, target, label, _SYNTAX[int(code)]))
     return out
@@ -154,6 +155,17 @@ class _Doc:
         found = unpack(self.links)
         found += [Link(0, "", t, "", RELATION, p) for p, t in relations(self.meta)]
         return found
+
+    def chosen(self, wanted: frozenset[str] | None) -> tuple[int, list[tuple[int, Link]]]:
+        """The links ``wanted`` keeps (predicates, ``""`` for body links; None: all): how many
+        body links, and the relations with their numbers."""
+        body = self.count if wanted is None or "" in wanted else 0
+        kept = [
+            (self.count + number, Link(0, "", target, "", RELATION, predicate))
+            for number, (predicate, target) in enumerate(relations(self.meta))
+            if wanted is None or predicate in wanted
+        ]
+        return body, kept
 
 
 Readable = Callable[[str], bool]
@@ -226,14 +238,39 @@ class LinkIndex:
     def paths(self) -> Iterator[str]:
         return iter(self._docs)
 
-    def outbound(self, path: str, readable: Readable = _everyone) -> list[Edge]:
-        """The links of document ``path`` (none when it is not live), as ``readable`` sees
-        them."""
+    def outbound(
+        self,
+        path: str,
+        readable: Readable = _everyone,
+        *,
+        wanted: frozenset[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> list[Edge]:
+        """The links of document ``path`` (none when it is not live) as ``readable`` sees them:
+        those ``wanted`` keeps (``LinksQuery.relations``), from ``start`` to ``stop`` of them
+        (only those are resolved: a page of a long document costs its page)."""
         doc = self._docs.get(path)
         if doc is None:
             return []
         view = _View(self, readable)
-        return [view.edge(doc, number, link) for number, link in enumerate(doc.all_links())]
+        body, kept = doc.chosen(wanted)
+        stop = body + len(kept) if stop is None else min(stop, body + len(kept))
+        edges = []
+        if start < body:
+            for number, link in enumerate(unpack(doc.links, start, min(stop, body)), start):
+                edges.append(view.edge(doc, number, link))
+        for number, link in kept[max(start - body, 0) : max(stop - body, 0)]:
+            edges.append(view.edge(doc, number, link))
+        return edges
+
+    def outbound_count(self, path: str, wanted: frozenset[str] | None = None) -> int:
+        """How many links ``outbound`` lists for ``path`` (read auth does not change it)."""
+        doc = self._docs.get(path)
+        if doc is None:
+            return 0
+        body, kept = doc.chosen(wanted)
+        return body + len(kept)
 
     def inbound(self, path: str, readable: Readable = _everyone) -> list[Edge]:
         """The links from other documents ``readable`` may read that lead to ``path`` for it,
