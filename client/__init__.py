@@ -8,11 +8,11 @@ Everything a program needs is importable from here::
         result = (await client.fetch("mark://localhost/notes/quic.md")).raise_for_status()
 
 ``Client`` has one coroutine per verb and ``SyncClient`` the same verbs as blocking calls. They
-return ``Result`` values (``LookupResult`` for LOOKUP); every failure to get one raises a
-``MarkError`` (see ``markproto.client.errors`` for the tree). WATCH is ``Client.watch``, an
-async iterator of ``WatchEvent`` and ``Resync`` values that resumes from its ``Cursor`` on its
-own, and ``Client.changes``, what changed since a cursor (``Changes``). ``Pool``, ``Trust``,
-``Tokens``, ``TokenStore`` and ``Cache`` configure a ``Client`` by hand.
+return ``Result`` values (``LookupResult`` for LOOKUP, ``LinksResult`` for its links); every
+failure to get one raises a ``MarkError`` (see ``markproto.client.errors`` for the tree). WATCH is
+``Client.watch``, an async iterator of ``WatchEvent`` and ``Resync`` values that resumes from its
+``Cursor`` on its own, and ``Client.changes``, what changed since a cursor (``Changes``). ``Pool``,
+``Trust``, ``Tokens``, ``TokenStore`` and ``Cache`` configure a ``Client`` by hand.
 
 Names are loaded on first use, so importing this package costs next to nothing (the ``mark``
 CLI starts from it), and aioquic is imported only when a client first dials.
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from markproto.client.errors import UnreadableResponse as UnreadableResponse
     from markproto.client.errors import Untrusted as Untrusted
     from markproto.client.errors import UsageError as UsageError
+    from markproto.client.results import LinksResult as LinksResult
     from markproto.client.results import LookupResult as LookupResult
     from markproto.client.results import Result as Result
     from markproto.client.sync import SyncClient as SyncClient
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from markproto.client.watch import Changes as Changes
     from markproto.client.watch import Resync as Resync
     from markproto.client.watch import Watch as Watch
+    from markproto.protocol.bodies import LinkDocument as LinkDocument
+    from markproto.protocol.bodies import LinkRow as LinkRow
     from markproto.protocol.bodies import LookupRow as LookupRow
     from markproto.protocol.status import Status as Status
     from markproto.protocol.url import MarkURL as MarkURL
@@ -91,7 +94,10 @@ _HOMES = {
     "SyncClient": "markproto.client.sync",
     "Result": "markproto.client.results",
     "LookupResult": "markproto.client.results",
+    "LinksResult": "markproto.client.results",
     "LookupRow": "markproto.protocol.bodies",
+    "LinkRow": "markproto.protocol.bodies",
+    "LinkDocument": "markproto.protocol.bodies",
     "MarkURL": "markproto.protocol.url",
     "Status": "markproto.protocol.status",
     "Pool": "markproto.client.connection",

@@ -14,9 +14,10 @@ left (``sent`` is false); once any byte may have reached the server its outcome 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from markproto.client import environment
 from markproto.client.cache import Cache, conditions
@@ -34,17 +35,20 @@ from markproto.client.errors import (
     UnreadableResponse,
     UsageError,
 )
-from markproto.client.results import LookupResult, Result
+from markproto.client.results import LinksResult, LookupResult, Result
 from markproto.client.tokenstore import Tokens, TokenStore, valid_token
 from markproto.client.trust import Trust
 from markproto.client.watch import STALL_TIMEOUT, Changes, Watch, changes
 from markproto.protocol import errors as protocol_errors
-from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
+from markproto.protocol.limits import LINK_DEPTH_MAX, LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
 from markproto.protocol.metadata import CONTROL_KEYS, validate
 from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
 from markproto.protocol.watch import Cursor, InvalidWatchCursor
 from markproto.protocol.wire import Request, Response, emit_request, parse_response
+
+if TYPE_CHECKING:
+    from markproto.protocol.bodies import LinkDocument, LinkRow
 
 READ_ATTEMPTS = 3
 RETRY_DELAY = 0.1
@@ -273,6 +277,53 @@ class Client:
         url = self.url(target)
         quiet = self.pool.request_timeout
         return await changes(self, url, _cursor(since), limit=limit, quiet=quiet)
+
+    async def links(
+        self,
+        target: MarkURL | str,
+        *,
+        direction: str | None = None,
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LinksResult:
+        """One page of the links around a document or a folder (SPEC §5.9): the links it holds
+        (``direction="outgoing"``), those that lead to it (``"incoming"``) or both (the
+        default), walked ``depth`` steps out (1-5). ``relations`` keeps only those kinds: a
+        relation's predicate, or ``""`` for the links in bodies. ``LinksResult.next_cursor``
+        continues; a server without links answers ``bad-request`` (``unsupported``)."""
+        if direction not in (None, "incoming", "outgoing", "both"):
+            raise UsageError(f"direction must be incoming, outgoing or both, got {direction!r}")
+        if depth is not None and not 1 <= depth <= LINK_DEPTH_MAX:
+            raise UsageError(f"depth must be from 1 to {LINK_DEPTH_MAX}")
+        if limit is not None and limit < 1:
+            raise UsageError("limit must be at least 1")
+        meta = {"match": "links"}
+        for key, value in (("direction", direction), ("depth", depth), ("limit", limit)):
+            if value is not None:
+                meta[key] = str(value)
+        if relations is not None:
+            meta["relations"] = ",".join(relations)
+        if cursor:
+            meta["cursor"] = cursor
+        url = self.url(target)
+        result = await self._read(replace(url, anchor=""), "LOOKUP", meta)
+        from markproto.protocol.bodies import parse_links  # only links parse this body
+
+        found: tuple[list[LinkRow], list[LinkDocument]] = ([], [])
+        try:
+            if result.status == Status.OK:
+                found = parse_links(result.body)
+        except protocol_errors.ProtocolError as exc:
+            raise _unreadable(url, exc) from exc
+        return LinksResult(
+            result.status,
+            result.meta,
+            result.body,
+            rows=tuple(found[0]),
+            documents=tuple(found[1]),
+        )
 
     # writes
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from markproto.client.client import Client
 from markproto.client.errors import MarkError, UsageError
-from markproto.client.results import LookupResult, Result
+from markproto.client.results import LinksResult, LookupResult, Result
 from markproto.client.watch import STALL_TIMEOUT, Changes, Notice, Watch
 from markproto.protocol.url import MarkURL
 from markproto.protocol.watch import Cursor
@@ -106,6 +106,28 @@ class SyncClient:
     @_doc_of(Client.versions)
     def versions(self, target: MarkURL | str) -> Result:
         return self._run(self.client.versions(target))
+
+    @_doc_of(Client.links)
+    def links(
+        self,
+        target: MarkURL | str,
+        *,
+        direction: str | None = None,
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LinksResult:
+        return self._run(
+            self.client.links(
+                target,
+                direction=direction,
+                relations=relations,
+                depth=depth,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
 
     @_doc_of(Client.lookup)
     def lookup(

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Final
 
 from markproto.protocol.limits import (
+    LINK_DEPTH_MAX,
     LIST_PAGE_MAX,
     LOOKUP_MAX_TERMS,
     LOOKUP_MIN_QUERY_RUNES,
@@ -121,6 +122,17 @@ def unknown_match(quoted_mode: str) -> str:
 INVALID_SINCE: Final = "invalid since cursor"
 WATCHES_PER_CONNECTION: Final = "too many subscriptions on this connection"
 WATCHES_IN_ALL: Final = "too many subscriptions on this server"
+# -- LOOKUP match: links (§5.9, a markproto extension) ------------------------------------------
+
+BAD_RELATIONS: Final = (
+    "relations must be a comma list of at most 32 predicates ([a-z0-9-], empty for body links)"
+)
+BAD_DEPTH: Final = f"depth must be an integer from 1 to {LINK_DEPTH_MAX}"
+BAD_LINKS_CURSOR: Final = "invalid links cursor"
+
+
+def bad_direction(quoted_value: str) -> str:
+    return f'direction must be "incoming", "outgoing" or "both", got {quoted_value}'
 
 
 # -- writes (§5.4-5.6) -----------------------------------------------------------------------------

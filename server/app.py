@@ -173,6 +173,8 @@ class App:
             raise StartError(f"TLS: {exc}") from None
         if self.watch is not None:
             self.watch.start()  # its heartbeat timer, once there is a server to beat for
+        names = devcert.names(self._cert[0].read_bytes())
+        lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(
             asyncio.create_task(self._every(SUMMARY_INTERVAL, dispatcher.log_summary))

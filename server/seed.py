@@ -55,11 +55,13 @@ the one before it by its hash.
 ## Capabilities
 
 - lookup-match: catalog, body
+- lookup-links: direction incoming|outgoing|both, relations, depth 1-5, limit, cursor
 {watch}
 ## Guidelines
 
 Use LOOKUP with `match: body` and a small limit to find the section that answers a question, then
-fetch that `path#anchor` instead of whole documents.
+fetch that `path#anchor` instead of whole documents. LOOKUP with `match: links` on a document
+lists its links and what links to it (`mark links`, `mark backlinks`, `mark graph`).
 """
 
 WATCH_CAPABILITY = "- watch\n"

@@ -286,6 +286,13 @@ CASES: list[tuple[bytes, dict[str, str]]] = [
     (request("WATCH", "/" + HASH), {}),
     (request("WATCH", "/docs", {"since": "nope"}), {}),
     (request("WATCH", "/secret", {"auth": WRITER}), {}),
+    (request("LOOKUP", "/", {"match": "links", "direction": "up"}), {'"up"': '"<value>"'}),
+    (request("LOOKUP", "/", {"match": "links", "relations": "See-also"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "depth": "6"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "limit": "0"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "cursor": "-1"}), {}),
+    (request("LOOKUP", "/nowhere.md", {"match": "links"}), {"/nowhere.md": "<path>"}),
+    (request("LOOKUP", "/docs/gone.md", {"match": "links"}), {"/docs/gone.md": "<path>"}),
 ]
 
 

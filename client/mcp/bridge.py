@@ -146,7 +146,15 @@ def build_server(
 ) -> _Server:
     """The bridge's tools, prompts and resources over ``client`` (which the caller closes);
     bare paths name documents on the first of ``hosts``."""
-    from markproto.client.mcp import documents, lookup, prompts, publishing, resources, watching
+    from markproto.client.mcp import (
+        documents,
+        graph,
+        lookup,
+        prompts,
+        publishing,
+        resources,
+        watching,
+    )
 
     bus = InMemorySubscriptionBus()
     server = _Server(
@@ -158,7 +166,7 @@ def build_server(
     )
     server.bus = bus
     bridge = Bridge(client, tuple(hosts), profile, server)
-    for group in (documents, lookup, publishing, resources, prompts, watching):
+    for group in (documents, lookup, graph, publishing, resources, prompts, watching):
         group.register(bridge)
     return server
 
