@@ -1,4 +1,4 @@
-"""The on-disk conditional-request cache for tokenless FETCH and LIST (``MARK_HOME/cache``).
+"""The on-disk conditional-request cache for tokenless FETCH and LIST (``environment.cache_dir``).
 
 A cached ``ok`` response lets the next identical request ask "changed since?" and get a bodiless
 ``not-modified`` instead of the document. Only requests without a token are cached, so nothing
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from markproto import durable
-from markproto.client.environment import home
+from markproto.client.environment import cache_dir
 from markproto.protocol.errors import ProtocolError
 from markproto.protocol.status import Status
 from markproto.protocol.wire import Response, emit_response, parse_response
@@ -56,7 +56,7 @@ class Cache:
         max_bytes: int = DEFAULT_MAX_BYTES,
         warn: Callable[[str], None] | None = None,
     ) -> None:
-        self.directory = (directory or home() / "cache").expanduser()
+        self.directory = (directory or cache_dir()).expanduser()
         self.max_bytes = max_bytes
         self._warn = warn or log.warning
 

@@ -1,4 +1,4 @@
-"""Stored capability tokens (``MARK_HOME/tokens.toml``) and which token a request to a host carries.
+"""Stored capability tokens (``environment.home()/tokens.toml``) and which token a request carries.
 
 The file is the reference client's format, one table per authority, so both clients share it::
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import re
 import stat
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,8 @@ def valid_token(token: str) -> bool:
 def parse_tokens(text: str, source: str = "tokens.toml") -> dict[str, str]:
     """Tokens by lowercase authority; anything but ``[authority]`` tables with a string ``token``
     raises, because rewriting a misread file would lose tokens."""
+    import tomllib  # here: a client with no tokens file never needs the parser
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

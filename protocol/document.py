@@ -55,9 +55,14 @@ class OwnFacts:
     h1: str
 
 
-def own_facts(body: str) -> OwnFacts:
+def own_facts(body: str | bytes) -> OwnFacts:
+    """The facts of a body; UTF-8 bytes are read a piece at a time, never decoded whole (a large
+    body's transient memory stays a few times its size)."""
     block, content = mdoutline.split_frontmatter(body)
-    return OwnFacts(_fallbacks(block) if block is not None else {}, _first_h1(body, content))
+    fallbacks = _fallbacks(block) if block is not None else {}
+    if isinstance(body, str):
+        return OwnFacts(fallbacks, _first_h1(body, content))
+    return OwnFacts(fallbacks, _first_h1_of_bytes(body, content))
 
 
 def title(path: str, meta: Mapping[str, str], facts: OwnFacts) -> str:
@@ -181,3 +186,21 @@ def _first_h1(body: str, start: int) -> str:
         if text:
             return text
         start, match = end, None
+
+
+_PIECE = 1 << 16
+
+
+def _first_h1_of_bytes(body: bytes, content: int) -> str:
+    """``_first_h1`` of the decoded body, decoding line-aligned pieces until one holds it."""
+    start = 0
+    while start < len(body):
+        stop = body.find(b"\n", start + _PIECE) + 1 or len(body)
+        piece = body[start:stop].decode("utf-8", "replace")
+        # the first piece includes what comes before the content (a BOM is not a line start)
+        offset = len(body[:content].decode("utf-8", "replace")) if start == 0 else 0
+        found = _first_h1(piece, offset)
+        if found:
+            return found
+        start = max(stop, content)
+    return ""

@@ -128,6 +128,22 @@ class Grants:
             return Decision.NOT_PERMITTED
         return Decision.ALLOW
 
+    def refusal(self, token: str, path: str, op: str, now: datetime) -> tuple[str, str]:
+        """Why ``authorize`` refuses, for the server's log, as (reason, label): the reason one of
+        ``no token``, ``unknown token``, ``expired``, ``wrong operation``, ``wrong path``; the
+        label the grant's, ``""`` when there is none. Never the token or its hash."""
+        entry = self._by_hash.get(hash_token(token)) if token else None
+        if entry is None:
+            return ("unknown token" if token else "no token"), ""
+        grant, patterns = entry
+        if grant.expires is not None and now > grant.expires:
+            return "expired", grant.label
+        if op not in grant.operations:
+            return "wrong operation", grant.label
+        if not any(p.matches(path) for p in patterns):
+            return "wrong path", grant.label
+        return "", grant.label
+
     def authorize_read(self, token: str, path: str, now: datetime) -> Decision:
         """Read access: public paths allow any (even a bogus) token; protected ones need ``read``.
 

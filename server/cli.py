@@ -1,14 +1,19 @@
-"""``mark-server``: the server's command line."""
+"""``mark-server``: the server's command line.
+
+Every failure ends in one ``mark-server: ...`` line on stderr, never a traceback: exit status 1
+when the server cannot start (a setting, the address, the TLS pair) or a token edit fails, 2 for
+a command line that cannot be run, 130 after Ctrl-C; ``serve`` exits 0 after SIGTERM.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -25,7 +30,40 @@ from markproto.server.config import (
 from markproto.server.logsetup import sanitize
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class MarkServer(click.Group):
+    """The ``mark-server`` group, with every ending rendered as one line and its exit status."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> NoReturn:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(
+                argv, prog_name or "mark-server", complete_var, standalone_mode=False, **extra
+            )
+            sys.exit(code if isinstance(code, int) else 0)
+        except click.UsageError as exc:
+            message = " ".join(exc.format_message().split())
+            where = exc.ctx.command_path if exc.ctx is not None else "mark-server"
+            _fail(f"{message} (see '{where} --help')", 2)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            click.echo(err=True)
+            _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"mark-server: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=MarkServer, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markproto", prog_name="mark-server")
 def main() -> None:
     """Serve versioned markdown over QUIC (the Mark Protocol)."""
@@ -47,7 +85,7 @@ def serve(config: Path | None, **flags: object) -> None:
 
     try:
         code = asyncio.run(app.run(settings))
-    except (tokenfile.TokensError, OSError) as exc:
+    except (app.StartError, tokenfile.TokensError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
 

@@ -21,7 +21,7 @@ from markproto.protocol.document import OwnFacts
 from markproto.protocol.gotext import fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import in_scope
-from markproto.server.search.text import catalog_terms, token_set
+from markproto.server.search.text import catalog_terms, word_set
 
 __all__ = [
     "Catalog",
@@ -49,7 +49,7 @@ class Entry:
     meta: dict[str, str]
     """Persisted publisher metadata plus the frontmatter fallbacks; filters compare against it."""
     terms: frozenset[str]
-    """Body-match tokens of the tags and the title (SPEC §5.7)."""
+    """Body-match words of the tags and the title (SPEC §5.7)."""
     demote: float
     """0.5 under a ``journal`` path segment, else 1."""
     title_key: str
@@ -77,7 +77,7 @@ class Entry:
             importance=metadata.parse_importance(effective.get("importance")),
             modified=modified,
             meta=effective,
-            terms=frozenset(token_set((*tags, title))),
+            terms=frozenset(word_set((*tags, title))),
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
             title_key=lower(title),
             tag_keys=frozenset(fold(tag) for tag in tags),
@@ -160,7 +160,7 @@ class Catalog:
     def entries(self) -> Iterable[Entry]:
         return self._entries.values()
 
-    def search(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
+    def match(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
         """Catalog mode (SPEC §5.7): up to ``LOOKUP_MAX`` entries in scope passing every clause,
         by score, importance, newest, path. ``*`` matches all with score 0."""
         match_all = trim_space(query) == "*"

@@ -215,3 +215,26 @@ def _symlink(root: Path, target: str) -> Path:
     tmp = root / ".swap-link"
     os.symlink(target, tmp)
     return tmp
+
+
+async def test_a_token_added_to_the_file_works_on_its_first_request(
+    server: RunningServer, ask: Ask, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No waiting for the 2 s check: an unknown token makes the server look at the file."""
+    from markproto.server import tokens
+
+    assert server.tokens_file is not None
+    raw = tokens.generate(server.tokens_file, "fresh", ["/fresh/**"], ["publish"], None)
+    created = await ask("PUBLISH", "/fresh/a.md", {"auth": raw}, b"# New\n")
+    assert created.status == "created"
+    with caplog.at_level("INFO", logger="markproto.auth"):
+        refused = await ask("PUBLISH", "/elsewhere.md", {"auth": raw}, b"# No\n")
+    assert refused.status == "not-permitted"
+    (record,) = [r for r in caplog.records if r.getMessage() == "auth: token refused"]
+    assert (record.reason, record.label, record.op, record.path) == (  # type: ignore[attr-defined]
+        "wrong path",
+        "fresh",
+        "publish",
+        "/elsewhere.md",
+    )
+    assert raw not in caplog.text
