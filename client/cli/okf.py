@@ -45,7 +45,7 @@ def validate(folder: Path, strict: bool, quiet: bool, as_json: bool) -> None:
                 click.echo(finding.line())
         click.echo(result.summary())
     if result.errors or (strict and result.warnings):
-        raise Failed("the folder is not a conforming OKF bundle")
+        raise Failed("the folder is not a conforming OKF bundle", shown=as_json)
 
 
 @okf.command("import")

@@ -94,7 +94,7 @@ def import_into(
     else:
         click.echo("\n".join(report.lines()))
     if report.refused:
-        raise Failed(f"{_documents(len(report.refused))} refused")
+        raise Failed(f"{_documents(len(report.refused))} refused", shown=opts.as_json)
 
 
 @click.command("import")
@@ -133,7 +133,7 @@ def export_from(
     else:
         click.echo("\n".join(report.lines()))
     if report.skipped:
-        raise Failed(f"{_documents(len(report.skipped))} not exported")
+        raise Failed(f"{_documents(len(report.skipped))} not exported", shown=opts.as_json)
 
 
 @click.command()

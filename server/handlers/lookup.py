@@ -9,37 +9,45 @@ writes held back (``storage.backlog``), so it sees every write answered before i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from markproto.protocol import bodies, status, wire
 from markproto.protocol.paths import normalize_scope
 from markproto.server.handlers import Context, bad_request, links, not_found
 from markproto.server.search.graph import LINKS
-from markproto.server.search.service import BadQuery, parse_query
+from markproto.server.search.service import BadQuery, Query, parse_query
 from markproto.server.storage.store import Version
 
 
 def handle(
     request: wire.Request, path: str, ctx: Context
 ) -> wire.Response | Awaitable[wire.Response]:
-    if not ctx.content.indexing:
-        return _answer(request, path, ctx)
-
-    async def when_indexed() -> wire.Response:  # a burst of writes is still being indexed
-        await ctx.content.indexed()
-        return _answer(request, path, ctx)
-
-    return when_indexed()
-
-
-def _answer(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     meta = request.meta
     if meta.get("match") == LINKS:  # the extension (SPEC §5.9): no reference request says so
-        return links.handle(request, path, ctx)
+        return _indexed(ctx, lambda: links.handle(request, path, ctx))
     try:
         query = parse_query(meta)
     except BadQuery as exc:
         return bad_request(str(exc))
+    return _indexed(ctx, lambda: _answer(query, request, path, ctx))
+
+
+def _indexed(
+    ctx: Context, answer: Callable[[], wire.Response]
+) -> wire.Response | Awaitable[wire.Response]:
+    """The answer now, or once index work a burst of writes held back is done."""
+    if not ctx.content.indexing:
+        return answer()
+
+    async def when_indexed() -> wire.Response:
+        await ctx.content.indexed()
+        return answer()
+
+    return when_indexed()
+
+
+def _answer(query: Query, request: wire.Request, path: str, ctx: Context) -> wire.Response:
+    meta = request.meta
     scope = normalize_scope(path)
     if scope != "/" and not ctx.content.is_dir(scope):
         return not_found(scope)

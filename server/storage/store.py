@@ -143,7 +143,10 @@ class Store:
         """Version files whose unread lines were logged: each is reported once."""
 
     def close(self) -> None:
-        os.close(self._root_fd)
+        """Release the root's descriptor (a second close does nothing)."""
+        if self._root_fd >= 0:
+            os.close(self._root_fd)
+            self._root_fd = -1
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

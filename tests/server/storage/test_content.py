@@ -79,3 +79,24 @@ async def test_a_lone_write_is_indexed_before_its_answer(served: tuple[Content, 
     content, lookup = served
     await content.publish("/alone.md", b"# Alone\n", {}, 0)
     assert lookup.catalog.get("/alone.md") is not None
+
+
+async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:
+    content, lookup = served
+    await content.publish("/hub.md", b"# Hub\n", {}, 0)
+    await asyncio.gather(
+        *(
+            content.publish(f"/b/{n}.md", b"See [the hub](../hub.md).\n", {}, 0)
+            for n in range(BURST)
+        )
+    )
+    found = await ask(
+        Dispatcher(Context(content, lookup)),
+        "LOOKUP",
+        "/hub.md",
+        match="links",
+        direction="incoming",
+        limit="100",
+    )
+    rows = bodies.parse_links(found.body)[0]
+    assert sorted(row.source for row in rows) == sorted(f"/b/{n}.md" for n in range(BURST))
