@@ -132,13 +132,16 @@ class App:
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
-        if self.content.plain_files:
+        if plain := self.content.plain_files:
             root = shlex.quote(str(config.root))
-            log.warning(
-                f"{self.content.plain_files} plain .md files in the content root are not served"
-                f" (they have no version history); make them documents in place with:"
-                f" mark-server import {root} --root {root}"
+            said = (
+                f"{plain} plain .md files in the content root are not served (they have no"
+                " version history); make them documents"
+                if plain > 1
+                else "1 plain .md file in the content root is not served (it has no version"
+                " history); make it a document"
             )
+            log.warning(f"{said} in place with: mark-server import {root} --root {root}")
         self._ctx = Context(
             content=self.content,
             lookup=lookup,

@@ -4,7 +4,8 @@ version, the hash index, VERSIONS with the reference's chain verdict, and PUBLIS
 Each root is made by hand, byte for byte as that release wrote it (SPEC §7.2, "Liberal
 reading"): the flat layout with every key behind ``meta.``, OKF keys behind ``meta.`` in the
 per-document layout, the first releases' files without an ``archived`` line (and a chain they
-never linked), an archive flag rewritten in place, and lines no release of ours understands.
+never linked), an archive flag rewritten in place, lines no release of ours understands, and
+histories retention pruned (the oldest survivor naming a version that is gone), in both layouts.
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class Doc:
     meta: dict[str, str]
     """Publisher metadata FETCH answers for the current version."""
     archived: bool = False
+    first: int = 1
+    """The oldest version still stored (retention pruned the ones before it)."""
+
+    @property
+    def numbers(self) -> range:
+        return range(self.first, self.first + len(self.files))
 
 
 def _v(number: int, previous: bytes | None, lines: bytes, body: bytes, head: bytes = b"") -> bytes:
@@ -95,9 +102,28 @@ def _unknown_lines() -> Doc:
     return Doc("/docs/odd.md", (v1,), flat=False, chain=False, meta={"title": "Odd"})
 
 
+def _pruned(flat: bool) -> Doc:
+    # Retention 2 kept v3 and v4: v3 names a v2 that is gone, a link nobody checks.
+    lines, head = b"meta.retention: 2\ntags: [kept]\ntype: Note\n", b"archived: false\n"
+    v2 = _v(2, b"gone", lines, b"# Two\n", head)
+    v3 = _v(3, v2, lines, b"# Three\n", head)
+    v4 = _v(4, v3, lines, b"# Four\n", head)
+    meta = {"retention": "2", "tags": "kept", "type": "Note"}
+    path = "/pruned/flat.md" if flat else "/pruned/dir.md"
+    return Doc(path, (v3, v4), flat=flat, chain=True, meta=meta, first=3)
+
+
 _SERVER_KEYS = {"etag", "version", "modified", "content-hash"}
 WRITE_AUTH = {"auth": WRITE_TOKEN}
-DOCS = (_march(), _okf_prefixed(), _first_release(), _archived_in_place(), _unknown_lines())
+DOCS = (
+    _march(),
+    _okf_prefixed(),
+    _first_release(),
+    _archived_in_place(),
+    _unknown_lines(),
+    _pruned(flat=True),
+    _pruned(flat=False),
+)
 
 
 def build(root: Path, docs: tuple[Doc, ...] = DOCS) -> None:
@@ -105,11 +131,11 @@ def build(root: Path, docs: tuple[Doc, ...] = DOCS) -> None:
         folder = root / doc.path.lstrip("/")
         name = folder.name
         versions = folder.parent / "versions"
-        for number, data in enumerate(doc.files, 1):
+        for number, data in zip(doc.numbers, doc.files, strict=True):
             file = versions / f"{name}.v{number}" if doc.flat else versions / name / f"v{number}"
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_bytes(data)
-        last = len(doc.files)
+        last = doc.numbers[-1]
         os.symlink(f"versions/{name}.v{last}" if doc.flat else f"versions/{name}/v{last}", folder)
 
 
@@ -136,16 +162,18 @@ async def test_every_version_and_the_current_one_are_served(remote: Remote) -> N
             assert current.status == "ok", (doc.path, current.body)
             assert current.body == _body(doc.files[-1])
             assert current.meta["etag"] == storefmt.etag(doc.files[-1])
-            assert current.meta["version"] == str(len(doc.files))
+            assert current.meta["version"] == str(doc.numbers[-1])
             publisher = {k: v for k, v in current.meta.items() if k not in _SERVER_KEYS}
             assert publisher == doc.meta, doc.path
             by_hash = await fetch(remote, "/" + current.meta["content-hash"])
             assert by_hash.status == "ok" and by_hash.body == current.body
-        for number, data in enumerate(doc.files, 1):
+        for number, data in zip(doc.numbers, doc.files, strict=True):
             old = await fetch(remote, f"{doc.path}/v{number}")
             assert old.status == "ok", (doc.path, number, old.body)
             assert old.body == _body(data)
             assert old.meta["etag"] == storefmt.etag(data)
+        for number in range(1, doc.first):  # pruned
+            assert (await fetch(remote, f"{doc.path}/v{number}")).status == "not-found"
 
 
 async def test_versions_gives_the_reference_chain_verdict(remote: Remote) -> None:
@@ -155,20 +183,20 @@ async def test_versions_gives_the_reference_chain_verdict(remote: Remote) -> Non
         assert history.meta["total"] == str(len(doc.files))
         assert history.meta["chain-valid"] == ("true" if doc.chain else "false"), doc.path
         listed = [entry.version for entry in bodies.parse_history(history.body)]
-        assert listed == list(range(len(doc.files), 0, -1))
+        assert listed == list(reversed(doc.numbers))
 
 
 async def test_publish_onto_a_legacy_document_extends_its_chain(remote: Remote) -> None:
     for doc in (d for d in DOCS if not d.archived):
         before = await fetch(remote, doc.path)
-        number = len(doc.files)
+        number = doc.numbers[-1]
         written = await publish(
             remote, doc.path, b"# New\n", WRITE_AUTH, expected_version=str(number)
         )
         assert written.status == "created", (doc.path, written.body)
         assert written.meta["version"] == str(number + 1)
         history = await ask(remote, "VERSIONS", doc.path)
-        assert history.meta["total"] == str(number + 1)
+        assert history.meta["total"] == str(len(doc.files) + 1)  # retention is not inherited
         assert history.meta["chain-valid"] == ("true" if doc.chain else "false")
         newest = await fetch(remote, f"{doc.path}/v{number + 1}")
         assert newest.body == b"# New\n"

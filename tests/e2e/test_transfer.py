@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner, Result
 from support import shared_path
 from support.server import WRITE_TOKEN, RunningServer, running_server
+from support.trees import SKIPPED, TAKEN, messy_folder, tree
 
 from markproto.client import Client, Pool, Tokens, Trust
 from markproto.client.cli import main
@@ -102,12 +103,6 @@ def on_server(server: tuple[RunningServer, Any], job: Any) -> Any:
     return asyncio.run(go())
 
 
-def tree(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-
-
 # -- the corpora ---------------------------------------------------------------------------------
 
 
@@ -181,26 +176,6 @@ def test_frontmatter_becomes_metadata_lookup_reads(
 # -- mark import ---------------------------------------------------------------------------------
 
 
-def messy_folder(folder: Path) -> None:
-    """One file of every kind an import takes or leaves out."""
-    (folder / "sub").mkdir(parents=True)
-    (folder / "a.md").write_text("---\ntitle: A\n---\n# A\n")
-    (folder / "sub/b.md").write_text("# B\n")
-    (folder / "notes.txt").write_text("not markdown")
-    (folder / "big.md").write_bytes(b"x" * ((1 << 20) + 1))
-    (folder / "latin1.md").write_bytes("caf\xe9\n".encode("latin-1"))
-    (folder / ".hidden.md").write_text("# hidden\n")
-    (folder / ".git").mkdir()
-    (folder / ".git/HEAD").write_text("ref")
-    (folder / "versions").mkdir()
-    (folder / "versions/v.md").write_text("# v\n")
-    os.symlink("/etc/hostname", folder / "outside.md")
-    os.symlink("a.md", folder / "inside.md")
-    os.symlink("nowhere.md", folder / "broken.md")
-    os.symlink("sub", folder / "linked-folder")
-    (folder / os.fsdecode(b"bad-\xff.md")).write_text("# bad name\n")
-
-
 def test_import_reports_every_file_it_leaves_out(
     prefix: str, tmp_path: Path, live: RunningServer
 ) -> None:
@@ -208,24 +183,13 @@ def test_import_reports_every_file_it_leaves_out(
     messy_folder(folder)
     dry = json.loads(ok("import", "--dry-run", "--json", str(folder), prefix).stdout)
     assert dry["dry_run"] and sorted(dry["created"]) == sorted(
-        prefix.removeprefix(live.url) + name for name in ("a.md", "inside.md", "sub/b.md")
+        prefix.removeprefix(live.url) + name for name in TAKEN
     )
     assert mark("fetch", "-no-cache", prefix + "a.md").exit_code == 1  # nothing written
     done = json.loads(ok("import", "-auth", WRITE_TOKEN, "-json", str(folder), prefix).stdout)
     assert done["created"] == dry["created"] and not done["refused"]
     reasons = {entry["file"]: entry["reason"] for entry in done["skipped"]}
-    assert reasons == {
-        ".git/": "a hidden name (the server never lists it)",
-        ".hidden.md": "a hidden name (the server never lists it)",
-        "bad-\\xff.md": "the name is not UTF-8",
-        "big.md": "over 1 MiB (1048577 bytes)",
-        "broken.md": "a broken symlink",
-        "latin1.md": "not UTF-8 text",
-        "linked-folder": "a symlink to a folder (not followed)",
-        "notes.txt": "not a .md file",
-        "outside.md": "a symlink leading outside the folder",
-        "versions/": "the name 'versions' is reserved for version history",
-    }
+    assert reasons == SKIPPED
     assert ok("fetch", "-no-cache", prefix + "inside.md").stdout == "---\ntitle: A\n---\n# A\n"
 
 
