@@ -1,105 +1,124 @@
-"""Index work a burst of writes holds back, caught up in slices once the writes pause.
+"""Index work a burst of writes holds back, caught up on a thread of its own once writes pause.
 
-Keeping the LOOKUP indexes current costs a few milliseconds per document (the body index parses
-and tokenizes it), more than the rest of a write. A lone write pays it before its answer, as
-always. During a burst (a write comes back while others are still in flight, as an import's
-pipelined PUBLISHes do) that work is held here instead, so each write is answered once it is
-durable: the burst's index work is done once no write has come back for `PAUSE`, in slices of
-about `SLICE` seconds so other requests keep being served meanwhile, or at once for a reader
-that needs the indexes (`caught_up`, which LOOKUP awaits first). At most `MAX_BYTES` of bodies
-wait; past that, writes index as they come. Event-loop only, as the indexes are.
+Keeping the LOOKUP indexes current costs milliseconds per document (the body index parses and
+tokenizes it; a 700 KB body takes most of a second), more than the rest of a write. A lone write
+pays it before its answer, as always. During a burst (a write comes back while others are still
+in flight, as an import's pipelined PUBLISHes do) the work is held here instead, so each write
+is answered once it is durable. It is done once no write has come back for `PAUSE`, at once for
+a reader that needs the indexes (`caught_up`, which every LOOKUP awaits first), or without
+waiting for a pause once `MAX_BYTES` of bodies are held.
+
+Catching up runs the index changes one at a time on the backlog's own thread, so the event loop
+keeps serving FETCH, LIST and the rest between them (the interpreter hands it the lock every few
+milliseconds, however long one body takes). That is safe because while anything is held or
+being applied, every index change goes through here (``Content`` asks `__bool__`), in order,
+and no reader touches the indexes before `caught_up`: the thread is their only user meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import concurrent.futures
+import logging
 from collections.abc import Callable
 
 from markproto.server.storage.store import Version
 
+log = logging.getLogger("markproto.server.storage.backlog")
+
 PAUSE = 0.25
 """Seconds without a write coming back after which held work starts."""
-SLICE = 0.02
-"""Seconds of index work between turns of the event loop while catching up."""
 MAX_BYTES = 32 << 20
-"""Bodies that may wait."""
+"""Bodies held before catching up starts without waiting for a pause."""
+
+Change = Version | str
+"""An index change: a version to put (or remove, when archived), or the path of one gone."""
 
 
 class Backlog:
-    """Held index work by path (the newest version of each), and its catch-up."""
+    """Held index changes by path (the newest of each), and their catching up."""
 
-    def __init__(self, index: Callable[[Version], None], busy: Callable[[], bool]) -> None:
-        self._index = index
+    def __init__(self, apply: Callable[[Change], None], busy: Callable[[], bool]) -> None:
+        self._apply = apply
+        """Make one change to every index (run on the backlog's thread)."""
         self._busy = busy
         """True while writes are in flight."""
-        self._held: dict[str, Version] = {}
+        self._held: dict[str, Change] = {}
         self._bytes = 0
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
-        self._done: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-index")
 
     def __bool__(self) -> bool:
-        return bool(self._held)
+        """True while changes are held or being applied: every index change must come here."""
+        return bool(self._held) or self._task is not None
 
-    def hold(self, version: Version) -> bool:
-        """Hold this version's index work; False when it must be done now (the backlog is full
-        and does not hold the path already)."""
-        old = self._held.pop(version.path, None)
-        if old is not None:
-            self._bytes -= len(old.body)
-        elif self._bytes >= MAX_BYTES:
-            return False
-        self._held[version.path] = version
-        self._bytes += len(version.body)
+    def hold(self, change: Change) -> None:
+        """Hold an index change, replacing any held for the same path (it is older)."""
+        path = change if isinstance(change, str) else change.path
+        self._bytes += _size(change) - _size(self._held.pop(path, None))
+        self._held[path] = change
         loop = asyncio.get_running_loop()
         self._last = loop.time()
-        if self._timer is None:
-            self._timer = loop.call_later(PAUSE, self._step)
-        return True
-
-    def drop(self, path: str) -> None:
-        """Forget held work for ``path``: the caller indexes a newer state of it itself."""
-        old = self._held.pop(path, None)
-        if old is not None:
-            self._bytes -= len(old.body)
+        if self._bytes >= MAX_BYTES:
+            self._start()
+        elif self._timer is None and self._task is None:
+            self._timer = loop.call_later(PAUSE, self._pause)
 
     async def caught_up(self) -> None:
-        """Return once nothing is held, catching up from now on (not after a pause)."""
-        if not self._held:
+        """Return once nothing is held or being applied, catching up from now on."""
+        if not self:
             return
-        if self._done is None:
-            self._done = asyncio.Event()
-        done = self._done
-        self._start(0.0)
-        await done.wait()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._start()
+        await waiter
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._task is not None:
+            self._task.cancel()
+        self._thread.shutdown(wait=True, cancel_futures=True)
 
-    def _start(self, delay: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(delay, self._step)
-
-    def _step(self) -> None:
-        """One slice of catching up, once writes have paused (or a reader waits)."""
+    def _pause(self) -> None:
+        """Start catching up once writes have paused; else look again when they may have."""
         self._timer = None
         loop = asyncio.get_running_loop()
         quiet = loop.time() - self._last
-        if self._done is None and (self._busy() or quiet < PAUSE):
-            self._timer = loop.call_later(max(PAUSE - quiet, 0.01), self._step)
-            return
-        deadline = time.monotonic() + SLICE
-        while self._held and time.monotonic() < deadline:
-            path = next(iter(self._held))
-            version = self._held.pop(path)
-            self._bytes -= len(version.body)
-            self._index(version)
-        if self._held:
-            self._timer = loop.call_later(0, self._step)
-        elif self._done is not None:
-            self._done.set()
-            self._done = None
+        if self._busy() or quiet < PAUSE:
+            self._timer = loop.call_later(max(PAUSE - quiet, 0.01), self._pause)
+        else:
+            self._start()
+
+    def _start(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._held:
+                change = self._held.pop(next(iter(self._held)))
+                self._bytes -= _size(change)
+                await loop.run_in_executor(self._thread, self._apply, change)
+        except Exception:
+            log.exception("index catch-up failed; LOOKUP may miss documents until a restart")
+            self._held.clear()
+            self._bytes = 0
+        finally:
+            self._task = None
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+def _size(change: Change | None) -> int:
+    return len(change.body) if isinstance(change, Version) else 0

@@ -120,7 +120,7 @@ class Content:
         self._queue: list[_Job[Any]] = []
         self._in_flight = 0
         """Writes submitted and not yet answered (event loop only)."""
-        self._backlog = Backlog(self._index, lambda: self._in_flight > 0)
+        self._backlog = Backlog(self._change_indexes, lambda: self._in_flight > 0)
         self.plain_files = 0
         """Plain ``.md`` files the startup walk found: files without history, not served."""
         self._queue_lock = threading.Lock()
@@ -256,9 +256,10 @@ class Content:
         """One of this server's writes is done: into the snapshot now, into the indexes now
         or, during a burst, after it."""
         self._snapshot.put(CurrentVersion.of(version))
-        burst = self._in_flight or self._backlog
-        if not burst or not self._backlog.hold(version):
-            self._index(version)
+        if self._in_flight or self._backlog:
+            self._backlog.hold(version)
+        else:
+            self._change_indexes(version)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -299,16 +300,23 @@ class Content:
             job.finish()
 
     def _apply(self, version: Version) -> None:
-        self._backlog.drop(version.path)
+        """A version found on disk (startup, change scans): into the snapshot and the indexes,
+        behind held index work if there is any, so changes reach the indexes in order."""
         self._snapshot.put(CurrentVersion.of(version))
-        self._index(version)
+        if self._backlog:
+            self._backlog.hold(version)
+        else:
+            self._change_indexes(version)
 
-    def _index(self, version: Version) -> None:
+    def _change_indexes(self, change: Version | str) -> None:
+        """Put a version into every index (remove it, when archived), or remove a path gone."""
         for index in self.indexes:
-            if version.archived:
-                index.remove(version.path)
+            if isinstance(change, str):
+                index.remove(change)
+            elif change.archived:
+                index.remove(change.path)
             else:
-                index.put(version)
+                index.put(change)
 
     def _tell(self, change: Change) -> None:
         for observer in self.observers:
@@ -318,10 +326,11 @@ class Content:
                 log.exception("a change observer failed")
 
     def _forget(self, path: str) -> None:
-        self._backlog.drop(path)
         self._snapshot.remove(path)
-        for index in self.indexes:
-            index.remove(path)
+        if self._backlog:
+            self._backlog.hold(path)
+        else:
+            self._change_indexes(path)
 
     def _load_logged(self, path: str) -> Version | None:
         try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-doc", action="store_true", help="do not update PERFORMANCE.md")
     args = parser.parse_args()
+    load = [os.getloadavg()[0]]
     perfkit.pin(perfkit.CLIENT_CPU)
     base = Path(tempfile.mkdtemp(prefix="bench-import-"))
     folder = corpus_copies(base)
@@ -132,6 +134,7 @@ def main() -> None:
             f" again {again[-1]:.2f} s, offline {local[-1]:.2f} s"
         )
     shutil.rmtree(base, ignore_errors=True)
+    load.append(os.getloadavg()[0])
     best = min(baseline)
 
     def row(job: str, times: list[float], cpu: str = "") -> list[object]:
@@ -182,7 +185,8 @@ import` (`client.transfer.import_folder`) lists the empty prefix, then sends the
 time on one connection, and the server commits each group of queued writes with one filesystem
 sync (`Store.batch`) instead of four or five fsyncs per write. Offline: `server.importer.run` in
 the bench process, batches of 256 writes per commit, the folder's walk, reads and frontmatter
-parsing included.
+parsing included. Load average {load[0]:.1f} at the start and {load[1]:.1f} at the end (two cores
+shared with other work: the ratios, measured interleaved, are what carries over).
 """
         perfkit.write_section(
             "Import", f"{perfkit.stamp('import')}\n{notes}\n{text}\n\n{verdict}\n"

@@ -100,3 +100,18 @@ async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) 
     )
     rows = bodies.parse_links(found.body)[0]
     assert sorted(row.source for row in rows) == sorted(f"/b/{n}.md" for n in range(BURST))
+
+
+async def test_changes_found_by_a_scan_meanwhile_reach_the_indexes_in_order(
+    served: tuple[Content, Lookup], tmp_path: Path
+) -> None:
+    content, lookup = served
+    await burst(content)
+    (tmp_path / "b/0.md").unlink()  # gone behind the server's back, while its index work waits
+    changes = await content.rescan()
+    assert changes.removed == ("/b/0.md",)
+    found = await ask(
+        Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="papaya", limit="100"
+    )
+    paths = {row.path for row in bodies.parse_lookup(found.body)}
+    assert paths == {f"/b/{n}.md" for n in range(1, BURST)}
