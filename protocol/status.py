@@ -19,6 +19,7 @@ from markproto.protocol.limits import (
     LOOKUP_MIN_QUERY_RUNES,
     MAX_META_BYTES,
     MAX_META_KEYS,
+    MAX_SEGMENTS,
 )
 
 
@@ -156,6 +157,7 @@ def invalid_retention(quoted_value: str) -> str:
 # -- paths no document may have (§2.3) -------------------------------------------------------------
 
 ROOT_IS_DIRECTORY: Final = "the root is a directory"
+TOO_MANY_SEGMENTS: Final = f"path has more than {MAX_SEGMENTS} segments"
 CONTROL_CHARACTER: Final = "path contains a control character"
 
 
