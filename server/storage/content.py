@@ -116,6 +116,7 @@ class Content:
     def close(self) -> None:
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
+        self._store.close()
 
     # -- reads (event loop) -----------------------------------------------------------------------
 
