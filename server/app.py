@@ -39,7 +39,8 @@ def _responses() -> transport.Responses:
 
     return transport.Responses(
         oversize=error(status.Status.SERVER_ERROR, status.READ_FAILED),
-        timeout=error(status.Status.SERVER_ERROR, status.INTERNAL),
+        rate_limited=error(status.Status.RATE_LIMITED, status.RATE_LIMIT_EXCEEDED),
+        timeout=error(status.Status.SERVER_ERROR, status.TIMED_OUT),
         internal=error(status.Status.SERVER_ERROR, status.INTERNAL),
     )
 
@@ -101,13 +102,7 @@ class App:
             read_only=config.read_only,
         )
         limiter = RateLimiter(config.rate_limit, config.rate_burst)
-        allow = None
-        if limiter.enabled:
-
-            def allow(ip: str) -> bool:
-                return limiter.allow(ip, time.monotonic())
-
-        dispatcher = self._dispatcher = Dispatcher(self._ctx, allow)
+        dispatcher = self._dispatcher = Dispatcher(self._ctx)
         self.server = await transport.serve(
             dispatcher.handle,
             host=config.host,
@@ -118,6 +113,7 @@ class App:
             max_streams=config.max_streams,
             request_timeout=config.request_timeout or None,
             idle_timeout=config.idle_timeout,
+            allow=limiter.allow if limiter.enabled else None,
         )
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(

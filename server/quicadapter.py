@@ -7,7 +7,11 @@ there, not in production.
 
 - ``QuicConnection._local_max_streams_bidi``: the stream credit granted to the peer. Lowered
   before the handshake carries it, it makes a client wait instead of being refused; aioquic
-  re-grants a stream (MAX_STREAMS) each time one finishes.
+  re-grants a stream (MAX_STREAMS) each time one finishes, by adding one to its ``value``. It is
+  replaced by a `Credit`, which can hold such re-grants back and give them later.
+- ``QuicConnectionProtocol._process_events``: ``datagram_received`` is aioquic's own, with one
+  step between handling a datagram's events and transmitting (`received`), so answers made there
+  leave in the same packets as the acknowledgements.
 - ``QuicConnection._streams``: the stream table, to know that every answer was acknowledged
   before a drain closes the connection.
 - ``QuicConnectionProtocol._quic``, ``._loop``, ``._transmit_soon``: the connection, the loop and
@@ -24,23 +28,75 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aioquic._buffer import Buffer  # aioquic.buffer re-exports it, but not for type checkers
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.connection import QuicConnection
+from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
 
 
+class Credit(Limit):
+    """The peer's bidirectional stream credit, whose re-grants can be held back: each `hold`
+    keeps the next stream that finishes from being re-granted, until a `give` adds it back."""
+
+    def __init__(self, base: Limit) -> None:
+        self.holds = 0
+        """Re-grants still to hold back."""
+        self.held = 0
+        """Re-grants held back, to give."""
+        self._value = base.value
+        super().__init__(base.frame_type, base.name, base.value)
+        self.sent, self.used = base.sent, base.used
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    @value.setter
+    def value(self, value: int) -> None:
+        while value > self._value and self.holds:
+            value -= 1
+            self.holds -= 1
+            self.held += 1
+        self._value = value
+
+    def give(self) -> None:
+        """One stream of credit back: a hold not used yet is cancelled, else a held one sent."""
+        if self.holds:
+            self.holds -= 1
+        elif self.held:
+            self.held -= 1
+            self._value += 1
+
+
 class Connection(QuicConnectionProtocol):
-    """One connection, with a fixed stream credit."""
+    """One connection, with a fixed stream credit whose re-grants can be held back."""
 
     def __init__(self, quic: QuicConnection, *, credit: int) -> None:
         super().__init__(quic)
         limit = quic._local_max_streams_bidi
         limit.value = limit.sent = credit
+        self._credit = quic._local_max_streams_bidi = Credit(limit)
+
+    def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
+        self._quic.receive_datagram(cast(bytes, data), addr, now=self._loop.time())
+        self._process_events()
+        self.received()
+        self.transmit()
+
+    def received(self) -> None:
+        """A datagram's events were handled; what is sent now leaves with its acknowledgements."""
+
+    def hold_credit(self) -> None:
+        """Do not re-grant the next stream that finishes."""
+        self._credit.holds += 1
+
+    def give_credit(self) -> None:
+        """Re-grant one stream held back (or cancel a hold not used yet); transmit to send it."""
+        self._credit.give()
 
     @property
     def quic(self) -> QuicConnection:

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from markproto.server.storage import recovery
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
@@ -59,6 +59,15 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.updated or self.removed)
+
+
+class WriteTimedOut(Exception):
+    """A write given up on (its request timed out): ``started`` says whether it may have been
+    applied (it was running) or certainly was not (it was still waiting for the writer)."""
+
+    def __init__(self, *, started: bool) -> None:
+        super().__init__("write in progress" if started else "write still waiting")
+        self.started = started
 
 
 class _VersionCache:
@@ -186,24 +195,47 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.publish, path, body, meta, expected)
-        if isinstance(outcome, Written):
-            self._apply(outcome.version)
-        return outcome
+        return await self._write(self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.append, path, text, overlay, expected)
-        if isinstance(outcome, Written):
-            self._apply(outcome.version)
-        return outcome
+        return await self._write(self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        outcome = await self._run(self._store.set_archived, path, archived)
-        if isinstance(outcome, Version):
-            self._apply(outcome)
+        return await self._write(self._store.set_archived, path, archived)
+
+    async def _write(self, fn: Callable[..., T], *args: object) -> T:
+        """Run one write on the writer thread and apply its result.
+
+        Cancelled while it waits (the request timed out, or its peer left), it is taken out of
+        the queue and raises `WriteTimedOut` (not applied). Cancelled while it runs, it cannot be
+        stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied whenever it
+        lands, so the snapshot never misses a write the disk has. Cancelled just as it finished,
+        its result counts as if it had not been cancelled at all.
+        """
+        job = self._writer.submit(fn, *args)
+        try:
+            outcome = await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            if job.cancel():
+                raise WriteTimedOut(started=False) from None
+            if not job.done():
+                asyncio.wrap_future(job).add_done_callback(self._landed)
+                raise WriteTimedOut(started=True) from None
+            outcome = job.result()
+        self._settle(outcome)
         return outcome
+
+    def _landed(self, job: asyncio.Future[Any]) -> None:
+        if not job.cancelled() and job.exception() is None:
+            self._settle(job.result())
+
+    def _settle(self, outcome: object) -> None:
+        if isinstance(outcome, Written):
+            self._apply(outcome.version)
+        elif isinstance(outcome, Version):
+            self._apply(outcome)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
