@@ -9,6 +9,9 @@ there, not in production.
   before the handshake carries it, it makes a client wait instead of being refused; aioquic
   re-grants a stream (MAX_STREAMS) each time one finishes, by adding one to its ``value``. It is
   replaced by a `Credit`, which can hold such re-grants back and give them later.
+- ``QuicConnection._local_max_data``: the connection's receive window (MAX_DATA), which aioquic
+  doubles whenever half of it is used. It is replaced by a `Window`, which keeps it a fixed
+  distance ahead of what the peer sent and whose growth asks `Connection.widen` first.
 - ``QuicConnectionProtocol._process_events``: ``datagram_received`` is aioquic's own, with one
   step between handling a datagram's events and transmitting (`received`), so answers made there
   leave in the same packets as the acknowledgements.
@@ -17,7 +20,8 @@ there, not in production.
 - ``QuicConnectionProtocol._quic``, ``._loop``, ``._transmit_soon``: the connection, the loop and
   the batched transmit every subclass uses.
 - ``QuicConnectionProtocol._timer``, ``._transmit_task``: cancelled on a close at once, so no
-  callback of a closed connection runs.
+  callback of a closed connection runs; a pending ``_transmit_task`` is also cancelled by a
+  `transmit` that makes it pointless.
 - ``QuicServer._configuration``, ``._protocols``, ``._transport``: the configuration new
   connections get (a certificate reload replaces it), the table of connection ids (to drop
   packets of unknown connections while draining) and the socket.
@@ -72,14 +76,53 @@ class Credit(Limit):
             self._value += 1
 
 
-class Connection(QuicConnectionProtocol):
-    """One connection, with a fixed stream credit whose re-grants can be held back."""
+class Window(Limit):
+    """The connection's receive window: never more than ``ahead`` bytes beyond what the peer
+    sent, and grown only as ``widen`` grants (all, part or none of it). ``starved`` says the last
+    growth was not granted in full (aioquic asks again each time it transmits)."""
 
-    def __init__(self, quic: QuicConnection, *, credit: int) -> None:
+    def __init__(self, base: Limit, widen: Callable[[int], int], ahead: int) -> None:
+        self._widen = widen
+        self._ahead = ahead
+        self.starved = False
+        self._value = base.value
+        super().__init__(base.frame_type, base.name, base.value)
+        self.sent, self.used = base.sent, base.used
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    @value.setter
+    def value(self, value: int) -> None:
+        value = min(value, max(self._value, self.used + self._ahead))
+        if value <= self._value:
+            self._value = value
+            return
+        granted = self._widen(value - self._value)
+        self.starved = granted < value - self._value
+        self._value += granted
+
+
+class Connection(QuicConnectionProtocol):
+    """One connection, with a fixed stream credit whose re-grants can be held back and a receive
+    window whose growth `widen` decides."""
+
+    def __init__(self, quic: QuicConnection, *, credit: int, window: int) -> None:
         super().__init__(quic)
         limit = quic._local_max_streams_bidi
         limit.value = limit.sent = credit
         self._credit = quic._local_max_streams_bidi = Credit(limit)
+        self._window = quic._local_max_data = Window(quic._local_max_data, self.widen, window)
+
+    def widen(self, wanted: int) -> int:
+        """How much of ``wanted`` more bytes the peer may send (all, by default)."""
+        return wanted
+
+    @property
+    def starved(self) -> bool:
+        """The peer waits for receive window: `transmit` asks `widen` again."""
+        return self._window.starved
 
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         self._quic.receive_datagram(cast(bytes, data), addr, now=self._loop.time())
@@ -105,6 +148,13 @@ class Connection(QuicConnectionProtocol):
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
+
+    def transmit(self) -> None:
+        """Transmit now; a `transmit_soon` still pending is cancelled (aioquic would run it
+        anyway, building packets again for nothing)."""
+        if self._transmit_task is not None:
+            self._transmit_task.cancel()
+        super().transmit()
 
     def transmit_soon(self) -> None:
         """Transmit once at the end of this loop turn, however many answers it produces."""

@@ -9,14 +9,20 @@ with a fake clock.
 - **Admission, at a stream's first byte.** Each client address is a `Source`, shared by all its
   connections, with the rate limiter's bucket. A new stream whose source has no token left is
   refused there and then (`Limited`): nothing of it is buffered or parsed, and the stream credit
-  it used is held back until the bucket has a token again (`Source.release`). A source that
-  ignores ``rate-limited`` and keeps every stream busy thus sends no faster than its rate.
+  it used is held back until the bucket has a token again (`Source.release`), and so is that of
+  each stream let in on such credit. A source that ignores ``rate-limited`` and keeps every
+  stream busy thus sends no faster than its rate, and is refused about once per stream of credit
+  it started with, not once per request.
 - **Bytes, while they arrive.** A stream's bytes are buffered until its FIN; a request that
   arrives whole with its FIN (the common case) is never buffered. Past the request cap, or a
   request line that passes 4096 bytes without its newline, a stream is refused at once
   (`Refuse`), asked to stop sending if it has not finished, and whatever it still sends is
   discarded. Buffered bytes count against the source's `Budget` and the server's: a stream whose
   bytes would overflow either is reset.
+- **Upload rate.** A connection's receive window (QUIC flow control) grows only as fast as its
+  source's byte `Bucket` allows (`Source.upload`), so a source sending many or large requests is
+  held to its byte rate by the peer's own flow control, whatever it sends and whatever becomes of
+  it.
 - **Turns.** A whole request joins its connection's queue (`Queued`, bounded by the stream
   credit). The transport serves queues in turns (`Rotation`): round-robin over the sources with
   work, and within a source over its connections, so one busy peer, however many streams or
@@ -56,7 +62,7 @@ class Dispatch:
 class Limited:
     """The source's bucket is empty: answer ``rate-limited`` at once. ``stop``: the peer has not
     finished sending, so ask it to stop (what it still sends is discarded). The stream's credit
-    is held back (`Source.release` gives it back)."""
+    is held back (`RequestStreams.take_holds`; `Source.release` gives it back)."""
 
     stream_id: int
     stop: bool
@@ -126,18 +132,58 @@ class Budget:
         self.used -= size
 
 
+class Bucket:
+    """A token bucket of bytes: ``rate`` a second, at most ``burst`` saved up (and at the start)."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate, self.burst = rate, burst
+        self._tokens, self._stamp = float(burst), now
+
+    def has(self, least: int, now: float) -> bool:
+        """At least ``least`` bytes can be had now."""
+        self._refill(now)
+        return self._tokens >= least
+
+    def take(self, wanted: int, now: float, least: int) -> int:
+        """Up to ``wanted`` bytes; nothing unless ``least`` (or all of ``wanted``, if less) can
+        be had, so a starved window grows in steps worth a packet exchange."""
+        self._refill(now)
+        granted = min(wanted, int(self._tokens))
+        if granted < min(wanted, least):
+            return 0
+        self._tokens -= granted
+        return granted
+
+    def _refill(self, now: float) -> None:
+        refill = max(0.0, now - self._stamp) * self.rate
+        self._tokens = min(float(self.burst), self._tokens + refill)
+        self._stamp = max(self._stamp, now)
+
+
 Allow = Callable[[float], bool]
 """Spend one token of a source's bucket at ``now``; False when it is empty."""
 
 
+UPLOAD_STEP = 64 << 10
+"""The least receive window a starved connection is given at a time."""
+
+
 class Source:
     """One client address, shared by its connections: their byte budget, the rate limiter's
-    bucket (``allow``; None: unlimited) and the stream credit it is owed."""
+    bucket (``allow``; None: unlimited), the bytes it may still send (``uploads``; None:
+    unlimited) and the stream credit it is owed."""
 
-    def __init__(self, host: str, max_buffered: int, allow: Allow | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        max_buffered: int,
+        allow: Allow | None = None,
+        uploads: Bucket | None = None,
+    ) -> None:
         self.host = host
         self.budget = Budget(max_buffered)
         self._allow = allow
+        self._uploads = uploads
         self._held: OrderedDict[RequestStreams, int] = OrderedDict()
         """Credit held back, per connection, in the order it is given back."""
 
@@ -147,15 +193,30 @@ class Source:
         return bool(self._held)
 
     def admit(self, streams: RequestStreams, now: float) -> bool:
-        """A new stream of ``streams``: spend a token (or the one its credit was given back
-        for); False holds the stream's credit back."""
+        """A new stream of ``streams``: spend a token, or the one its credit was given back for.
+        False when there is none. Either way but the first, the stream's credit is held back
+        (`RequestStreams.holds`): a source over its rate gets a stream only for a token."""
         if streams.prepaid:
             streams.prepaid -= 1
+        elif self._allow is None or self._allow(now):
             return True
-        if self._allow is None or self._allow(now):
-            return True
+        else:
+            self._hold(streams)
+            return False
+        self._hold(streams)
+        return True
+
+    def _hold(self, streams: RequestStreams) -> None:
         self._held[streams] = self._held.get(streams, 0) + 1
-        return False
+        streams.holds += 1
+
+    def upload(self, wanted: int, now: float) -> int:
+        """How many of ``wanted`` more bytes one of its connections may receive now."""
+        return wanted if self._uploads is None else self._uploads.take(wanted, now, UPLOAD_STEP)
+
+    def may_upload(self, now: float) -> bool:
+        """A starved connection of this source would be given some window now."""
+        return self._uploads is None or self._uploads.has(UPLOAD_STEP, now)
 
     def release(self, now: float) -> list[RequestStreams]:
         """Give held credit back, one stream per token the bucket has again (spent now, so the
@@ -197,6 +258,8 @@ class RequestStreams:
         self._discarding: set[int] = set()
         self.prepaid = 0
         """New streams already paid for: the credit given back for each cost a token."""
+        self.holds = 0
+        """Streams whose credit is to be held back when they finish (`take_holds`)."""
 
     @property
     def busy(self) -> bool:
@@ -250,6 +313,11 @@ class RequestStreams:
             return Reset(stream_id)
         self._partial[stream_id] = (buf, started)
         return None
+
+    def take_holds(self) -> int:
+        """How many more re-grants of stream credit to hold back (the transport holds them)."""
+        holds, self.holds = self.holds, 0
+        return holds
 
     def next(self, now: float) -> Dispatch | None:
         """The connection's turn: its oldest whole request, now running (None if none waits)."""

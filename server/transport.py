@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from markproto.protocol import limits
 from markproto.server import quicadapter
 from markproto.server.streams import (
+    Bucket,
     Budget,
     Cancel,
     Counts,
@@ -69,6 +70,14 @@ DEFAULT_MAX_BUFFERED = 64 << 20
 DEFAULT_SOURCE_BUFFERED = 16 << 20
 """Request bytes buffered for one client address (all its connections) before new data resets
 its stream: a quarter of the whole, so one address cannot take the others' room."""
+DEFAULT_UPLOAD_RATE = 1 << 20
+"""Request bytes a second one client address may send, sustained (its connections together)."""
+DEFAULT_UPLOAD_BURST = 2 * limits.MAX_REQUEST
+"""Request bytes a client address may send at once, beyond each connection's first window: two
+of the largest requests."""
+RECEIVE_WINDOW = 128 << 10
+"""Request bytes a connection may have in flight beyond what it sent (QUIC flow control): what
+a sender can put in the socket's queue at once, ahead of another client's packet."""
 STREAM_ABORTED = 0
 """Application error code of the transport's RESET_STREAM and STOP_SENDING frames."""
 TURN = 16
@@ -139,7 +148,7 @@ class MarkConnection(quicadapter.Connection):
     def __init__(
         self, quic: QuicConnection, *, server: MarkServer, streams: RequestStreams, peer: Peer
     ) -> None:
-        super().__init__(quic, credit=server.max_streams)
+        super().__init__(quic, credit=server.max_streams, window=RECEIVE_WINDOW)
         self._server = server
         self._handler = server.handler
         self._responses = server.responses
@@ -167,12 +176,22 @@ class MarkConnection(quicadapter.Connection):
     def received(self) -> None:
         self._server.turn()
 
+    def widen(self, wanted: int) -> int:
+        granted = self.source.upload(wanted, self.loop.time())
+        if granted < wanted:
+            self._server.owed()
+        return granted
+
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived):
             now = self.loop.time()
             decision = self._streams.receive(event.stream_id, event.data, event.end_stream, now)
             if decision is not None:
                 self._carry_out(decision)
+            if holds := self._streams.take_holds():
+                for _ in range(holds):
+                    self.hold_credit()
+                self._server.owed()
         elif isinstance(event, StreamReset):
             self._streams.peer_reset(event.stream_id)
         elif isinstance(event, StopSendingReceived):
@@ -218,8 +237,6 @@ class MarkConnection(quicadapter.Connection):
             self._send(self._responses.rate_limited, sid)
             if decision.stop:
                 self.quic.stop_stream(sid, STREAM_ABORTED)
-            self.hold_credit()
-            self._server.owed()
         elif isinstance(decision, Refuse):
             self._send(self._responses.oversize, sid)
             if decision.stop:
@@ -305,8 +322,11 @@ class MarkServer(quicadapter.Listener):
         max_buffered: int,
         source_buffered: int = DEFAULT_SOURCE_BUFFERED,
         allow: Allow | None = None,
+        upload_rate: float = DEFAULT_UPLOAD_RATE,
+        upload_burst: int = DEFAULT_UPLOAD_BURST,
     ) -> None:
         super().__init__(configuration, self._connect)
+        self._uploads = (upload_rate, upload_burst)
         self.handler = handler
         self.responses = responses
         self.max_streams = max_streams
@@ -439,7 +459,8 @@ class MarkServer(quicadapter.Listener):
     # -- stream credit ----------------------------------------------------------------------------
 
     def owed(self) -> None:
-        """Some source was refused for its rate: give its credit back as its bucket refills."""
+        """Some source was refused for its rate, or some connection's window for its bytes: give
+        credit and window back as the buckets refill."""
         if self._crediting is None:
             self._crediting = self.loop.call_later(CREDIT_EVERY, self._credit)
 
@@ -456,6 +477,10 @@ class MarkServer(quicadapter.Listener):
             owed = owed or source.owed
         for conn in given:
             conn.transmit_soon()
+        for conn, source in self._connections.items():
+            if conn.starved and source.may_upload(now):
+                conn.transmit()  # asks for its window again
+            owed = owed or conn.starved
         if owed:
             self.owed()
 
@@ -466,10 +491,12 @@ class MarkServer(quicadapter.Listener):
         source, count = self._sources.get(peer.host, (None, 0))
         if source is None:
             allow = self._allow
+            rate, burst = self._uploads
             source = Source(
                 peer.host,
                 self._source_buffered,
                 None if allow is None else partial(allow, peer.host),
+                Bucket(rate, burst, self.loop.time()) if rate else None,
             )
         self._sources[peer.host] = (source, count + 1)
         streams = RequestStreams(self._max_request, self._budget, self._timeout, source)
@@ -513,6 +540,8 @@ async def serve(
     max_buffered: int = DEFAULT_MAX_BUFFERED,
     source_buffered: int = DEFAULT_SOURCE_BUFFERED,
     allow: Allow | None = None,
+    upload_rate: float = DEFAULT_UPLOAD_RATE,
+    upload_burst: int = DEFAULT_UPLOAD_BURST,
 ) -> MarkServer:
     """Listen for Mark Protocol connections and answer each request with ``handler``.
 
@@ -520,10 +549,14 @@ async def serve(
     binds just that address. Port 0 picks a free port (see `MarkServer.port`). ``max_streams`` caps
     concurrent requests per connection through stream credit; ``request_timeout`` (None or 0: no
     limit) bounds both reading a request and answering it. ``allow`` is the rate limiter (None:
-    none), asked at each new stream's first byte.
+    none), asked at each new stream's first byte; ``upload_rate`` (0: none) and ``upload_burst``
+    bound the request bytes a client address may send.
     """
     base = QuicConfiguration(
-        is_client=False, alpn_protocols=[limits.ALPN], idle_timeout=idle_timeout
+        is_client=False,
+        alpn_protocols=[limits.ALPN],
+        idle_timeout=idle_timeout,
+        max_data=RECEIVE_WINDOW,
     )
     configuration = _with_certificate(base, certfile, keyfile)
     sock = await _bind(host, port)
@@ -539,6 +572,8 @@ async def serve(
                 max_buffered=max_buffered,
                 source_buffered=source_buffered,
                 allow=allow,
+                upload_rate=upload_rate,
+                upload_burst=upload_burst,
             ),
             sock=sock,
         )

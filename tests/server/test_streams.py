@@ -246,6 +246,7 @@ def test_held_credit_comes_back_one_stream_per_token_round_robin_and_prepaid() -
     for sid in (4, 8, 12):
         assert one.receive(sid, b"FETCH /\n", True, 0.0) == Limited(sid, stop=False)
     assert two.receive(0, b"FETCH /\n", True, 0.0) == Limited(0, stop=False)
+    assert (one.take_holds(), two.take_holds(), one.take_holds()) == (3, 1, 0)
     assert source.release(0.125) == []  # half a token
     assert source.release(0.25) == [one]
     assert source.release(0.5) == [two]  # round-robin, one per token
@@ -256,8 +257,13 @@ def test_held_credit_comes_back_one_stream_per_token_round_robin_and_prepaid() -
     for sid in (16, 20, 24):  # the credit given back was paid for: these are admitted
         assert one.receive(sid, b"FETCH /\n", True, 10.0) == Queued(sid)
     assert bucket.spent == 5 and one.prepaid == 0
+    # ... and their own credit is held in turn: over its rate, one stream per token.
+    assert one.take_holds() == 3 and source.owed
+    assert source.release(10.25) == [one] and one.prepaid == 1
     two.close()
     assert two.prepaid == 1  # forgotten with its connection: nothing is owed to it
+    assert source.release(100.0) == [one]  # a burst of 1: one token saved up at most
+    assert source.release(101.0) == [one] and not source.owed
 
 
 def test_a_source_budget_is_shared_by_its_connections_and_kept_apart_from_others() -> None:
