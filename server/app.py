@@ -28,7 +28,8 @@ log = logging.getLogger("markproto.server")
 
 TOKEN_CHECK_INTERVAL = 2.0
 SUMMARY_INTERVAL = 60.0
-"""Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`)."""
+"""Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`) and of
+requests refused for their rate (`MarkServer.log_refusals`)."""
 DRAIN_TIMEOUT = 10.0
 FIRST_TOKEN_LABEL = "owner"
 
@@ -116,9 +117,7 @@ class App:
             allow=limiter.allow if limiter.enabled else None,
         )
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
-        self._tasks.append(
-            asyncio.create_task(self._every(SUMMARY_INTERVAL, dispatcher.log_summary))
-        )
+        self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
         if config.scan_interval > 0:
             self._tasks.append(asyncio.create_task(self._every(config.scan_interval, self.rescan)))
         host, port = self.server.addresses[0][:2]
@@ -177,6 +176,12 @@ class App:
             except Exception:
                 log.exception("periodic job failed")
 
+    def _summaries(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.log_summary()
+        if self.server is not None:
+            self.server.log_refusals()
+
     def _check(self) -> None:
         if self._tokens is not None and self._tokens.check_changed() and self._ctx is not None:
             self._ctx.grants = self._grants()
@@ -216,8 +221,7 @@ class App:
         drained = True
         if self.server is not None:
             drained = await self.server.drain(timeout)
-        if self._dispatcher is not None:
-            self._dispatcher.log_summary()
+        self._summaries()
         if self.content is not None:
             self.content.close()
         log.info("server stopped")

@@ -23,6 +23,7 @@ import dataclasses
 import errno
 import logging
 import socket
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -234,6 +235,7 @@ class MarkConnection(quicadapter.Connection):
         elif isinstance(decision, Dispatch):
             self._dispatch(sid, decision.request)
         elif isinstance(decision, Limited):
+            self._server.limited[self._peer.host] += 1
             self._send(self._responses.rate_limited, sid)
             if decision.stop:
                 self.quic.stop_stream(sid, STREAM_ABORTED)
@@ -342,6 +344,8 @@ class MarkServer(quicadapter.Listener):
         self._turn: asyncio.TimerHandle | None = None
         self._crediting: asyncio.TimerHandle | None = None
         self._arriving: NetworkAddress = None
+        self.limited: Counter[str] = Counter()
+        """Streams refused for their address's rate, by address, since `log_refusals`."""
         self.draining = False
         # One sweep per server, not a timer per stream: measured 0.1 us against 1.4 us per request
         # for loop.call_at + cancel. A deadline fires late by up to a quarter of the timeout, 1 s
@@ -429,6 +433,22 @@ class MarkServer(quicadapter.Listener):
             return
         self._arriving = addr
         super().datagram_received(data, addr)
+
+    def log_refusals(self) -> None:
+        """One INFO record of the streams refused for their rate since the last call (a flood
+        would otherwise write a line per request)."""
+        if self.limited:
+            (busiest, most), *_ = self.limited.most_common(1)
+            log.info(
+                "requests refused for their rate",
+                extra={
+                    "requests": sum(self.limited.values()),
+                    "addresses": len(self.limited),
+                    "busiest": busiest,
+                    "busiest_requests": most,
+                },
+            )
+            self.limited.clear()
 
     # -- turns ------------------------------------------------------------------------------------
 

@@ -334,7 +334,9 @@ class Tokens:
         return True
 
 
-async def test_a_source_over_its_rate_is_refused_at_the_first_byte(net: Net) -> None:
+async def test_a_source_over_its_rate_is_refused_at_the_first_byte(
+    net: Net, caplog: pytest.LogCaptureFixture
+) -> None:
     calls: list[bytes] = []
 
     def handler(request: bytes, peer: Peer) -> bytes:
@@ -354,6 +356,11 @@ async def test_a_source_over_its_rate_is_refused_at_the_first_byte(net: Net) -> 
     assert calls == [b"FETCH /c\n"]
     assert tokens.spent == ["127.0.0.2"]  # one token a stream, not one a packet
     await until(lambda: holds_nothing(server))
+    caplog.set_level(logging.INFO, logger="markproto.server.transport")
+    server.log_refusals()
+    server.log_refusals()  # nothing new: no record
+    [record] = [r for r in caplog.records if r.getMessage() == "requests refused for their rate"]
+    assert (record.requests, record.addresses, record.busiest) == (2, 1, "127.0.0.1")
 
 
 async def test_credit_a_limited_source_used_comes_back_as_its_bucket_refills(net: Net) -> None:
