@@ -42,15 +42,10 @@ from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
 
 
-class Credit(Limit):
-    """The peer's bidirectional stream credit, whose re-grants can be held back: each `hold`
-    keeps the next stream that finishes from being re-granted, until a `give` adds it back."""
+class _Gated(Limit):
+    """A limit aioquic grows by assigning ``value``; `_grow` says what it grows to instead."""
 
     def __init__(self, base: Limit) -> None:
-        self.holds = 0
-        """Re-grants still to hold back."""
-        self.held = 0
-        """Re-grants held back, to give."""
         self._value = base.value
         super().__init__(base.frame_type, base.name, base.value)
         self.sent, self.used = base.sent, base.used
@@ -61,11 +56,30 @@ class Credit(Limit):
 
     @value.setter
     def value(self, value: int) -> None:
+        self._value = self._grow(value) if value > self._value else value
+
+    def _grow(self, value: int) -> int:
+        return value
+
+
+class Credit(_Gated):
+    """The peer's bidirectional stream credit, whose re-grants can be held back: each hold
+    (``holds += 1``) keeps the next stream that finishes from being re-granted, until a `give`
+    adds it back."""
+
+    def __init__(self, base: Limit) -> None:
+        self.holds = 0
+        """Re-grants still to hold back."""
+        self.held = 0
+        """Re-grants held back, to give."""
+        super().__init__(base)
+
+    def _grow(self, value: int) -> int:
         while value > self._value and self.holds:
             value -= 1
             self.holds -= 1
             self.held += 1
-        self._value = value
+        return value
 
     def give(self) -> None:
         """One stream of credit back: a hold not used yet is cancelled, else a held one sent."""
@@ -76,7 +90,7 @@ class Credit(Limit):
             self._value += 1
 
 
-class Window(Limit):
+class Window(_Gated):
     """The connection's receive window: never more than ``ahead`` bytes beyond what the peer
     sent, and grown only as ``widen`` grants (all, part or none of it). ``starved`` says the last
     growth was not granted in full (aioquic asks again each time it transmits)."""
@@ -85,23 +99,15 @@ class Window(Limit):
         self._widen = widen
         self._ahead = ahead
         self.starved = False
-        self._value = base.value
-        super().__init__(base.frame_type, base.name, base.value)
-        self.sent, self.used = base.sent, base.used
+        super().__init__(base)
 
-    @property
-    def value(self) -> int:
-        return self._value
-
-    @value.setter
-    def value(self, value: int) -> None:
-        value = min(value, max(self._value, self.used + self._ahead))
-        if value <= self._value:
-            self._value = value
-            return
-        granted = self._widen(value - self._value)
-        self.starved = granted < value - self._value
-        self._value += granted
+    def _grow(self, value: int) -> int:
+        wanted = min(value, max(self._value, self.used + self._ahead)) - self._value
+        if wanted <= 0:
+            return self._value
+        granted = self._widen(wanted)
+        self.starved = granted < wanted
+        return self._value + granted
 
 
 class Connection(QuicConnectionProtocol):
