@@ -74,6 +74,20 @@ def ended(waiter: asyncio.Future[bytes]) -> str:
     return wire.parse_response(waiter.result()).status
 
 
+async def exchange(client: QuicClient, request: bytes) -> str:
+    """One request on a new stream, however long its answer takes: how the server ended it."""
+    sid = client.open()
+    client.send(sid, request)
+    waiter = client._waiters[sid]
+    try:
+        with contextlib.suppress(StreamResetError, ConnectionError):
+            await asyncio.shield(waiter)
+    finally:
+        if waiter.done():
+            del client._waiters[sid]
+    return ended(waiter)
+
+
 async def dial(source: str, port: int, cert: Path) -> QuicClient:
     return await connect("127.0.0.1", port, cafile=cert, source=source)
 
@@ -122,13 +136,7 @@ async def flood(
             wait = started + next(sent) / rate - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            sid = client.open()
-            client.send(sid, HONEST_REQUEST)
-            waiter = client._waiters[sid]
-            with contextlib.suppress(StreamResetError, ConnectionError):
-                await asyncio.shield(waiter)
-            outcomes[ended(waiter)] += 1
-            del client._waiters[sid]
+            outcomes[await exchange(client, HONEST_REQUEST)] += 1
 
     workers = [asyncio.create_task(worker(c)) for c in clients for _ in range(streams)]
     try:
@@ -170,13 +178,7 @@ async def oversized(
 
     async def uploader(client: QuicClient, first: int) -> None:
         for i in itertools.count(first):
-            sid = client.open()
-            client.send(sid, requests[i % len(requests)])
-            waiter = client._waiters[sid]
-            with contextlib.suppress(StreamResetError, ConnectionError):
-                await asyncio.shield(waiter)
-            outcomes[ended(waiter)] += 1
-            del client._waiters[sid]
+            outcomes[await exchange(client, requests[i % len(requests)])] += 1
 
     workers = [asyncio.create_task(uploader(c, i)) for i, c in enumerate(clients)]
     try:
