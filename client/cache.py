@@ -1,4 +1,4 @@
-"""The on-disk conditional-request cache for tokenless FETCH and LIST (``MARK_HOME/cache``).
+"""The on-disk conditional-request cache for tokenless FETCH and LIST (``environment.cache_dir``).
 
 A cached ``ok`` response lets the next identical request ask "changed since?" and get a bodiless
 ``not-modified`` instead of the document. Only requests without a token are cached, so nothing
@@ -22,7 +22,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from markproto.client.environment import home
+from markproto import durable
+from markproto.client.environment import cache_dir
 from markproto.protocol.errors import ProtocolError
 from markproto.protocol.status import Status
 from markproto.protocol.wire import Response, emit_response, parse_response
@@ -55,7 +56,7 @@ class Cache:
         max_bytes: int = DEFAULT_MAX_BYTES,
         warn: Callable[[str], None] | None = None,
     ) -> None:
-        self.directory = (directory or home() / "cache").expanduser()
+        self.directory = (directory or cache_dir()).expanduser()
         self.max_bytes = max_bytes
         self._warn = warn or log.warning
 
@@ -100,16 +101,12 @@ class Cache:
         if len(data) > self.max_bytes // 8:
             return
         file = self._file(verb, authority, path)
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            tmp.write_bytes(data)
-            os.replace(tmp, file)
+            durable.replace(str(file), data, sync=False)  # a lost entry is only a miss
             self._trim()
         except OSError as exc:
             self._warn(f"cache: cannot write {file}: {exc.strerror or exc}")
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
 
     def _trim(self) -> None:
         """Drop the least recently used entries until the total fits ``max_bytes``."""

@@ -14,9 +14,10 @@ left (``sent`` is false); once any byte may have reached the server its outcome 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from markproto.client import environment
 from markproto.client.cache import Cache, conditions
@@ -25,6 +26,7 @@ from markproto.client.errors import (
     AnchorNotFound,
     ConnectionLost,
     InvalidURL,
+    MarkError,
     OutcomeUnknown,
     RequestTimeout,
     StreamReset,
@@ -33,16 +35,20 @@ from markproto.client.errors import (
     UnreadableResponse,
     UsageError,
 )
-from markproto.client.results import LookupResult, Result
+from markproto.client.results import LinksResult, LookupResult, Result
 from markproto.client.tokenstore import Tokens, TokenStore, valid_token
 from markproto.client.trust import Trust
+from markproto.client.watch import STALL_TIMEOUT, Changes, Watch, changes
 from markproto.protocol import errors as protocol_errors
-from markproto.protocol.bodies import parse_lookup
-from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH
-from markproto.protocol.metadata import CONTROL_KEYS
+from markproto.protocol.limits import LINK_DEPTH_MAX, LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
+from markproto.protocol.metadata import CONTROL_KEYS, validate
 from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
+from markproto.protocol.watch import Cursor, InvalidWatchCursor
 from markproto.protocol.wire import Request, Response, emit_request, parse_response
+
+if TYPE_CHECKING:
+    from markproto.protocol.bodies import LinkDocument, LinkRow
 
 READ_ATTEMPTS = 3
 RETRY_DELAY = 0.1
@@ -57,11 +63,11 @@ _CACHED_VERBS = frozenset({"FETCH", "LIST"})
 
 
 class Client:
-    """Typed verbs on one pool, which the client owns and closes (by default: system CAs,
-    ``MARK_HOME/known_hosts`` pins, keepalive PINGs, no token, no cache; ``from_environment``
-    sets up what the ``mark`` CLI uses). ``tokens`` decides each request's token; ``cache``
-    serves tokenless FETCH and LIST; ``default_host`` lets targets be bare paths. Targets are
-    ``MarkURL`` values or strings for ``parse_url``.
+    """Typed verbs on one pool, which the client owns and closes (by default: system CAs, the
+    pins in ``environment.home()/known_hosts``, keepalive PINGs, no token, no cache;
+    ``from_environment`` sets up what the ``mark`` CLI uses). ``tokens`` decides each request's
+    token; ``cache`` serves tokenless FETCH and LIST; ``default_host`` lets targets be bare
+    paths. Targets are ``MarkURL`` values or strings for ``parse_url``.
 
     A server's refusal (``not-found``, ``conflict``, ...) comes back as a ``Result``; every
     failure to get one raises a ``MarkError``."""
@@ -97,8 +103,9 @@ class Client:
         note: Callable[[str], None] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> Client:
-        """The client as ``mark`` sets it up. State lives in ``MARK_HOME`` (``~/.mark``): stored
-        tokens for every host, certificate pins, and the cache unless ``cache`` is false. Bare
+        """The client as ``mark`` sets it up. State lives where ``environment`` says (``MARK_HOME``,
+        else ``~/.mark`` where it exists, else the XDG directories): stored tokens for every
+        host, certificate pins, and the cache unless ``cache`` is false. Bare
         paths name documents on ``host`` (else ``MARK_HOST``), and ``token`` (else
         ``MARK_AUTH``) goes to that server only, never to another host.
 
@@ -128,7 +135,7 @@ class Client:
         return cls(
             Pool(trust, dial_timeout=timeout, request_timeout=timeout, keepalive=KEEPALIVE),
             tokens=Tokens(TokenStore(home / "tokens.toml", warn=note), overrides),
-            cache=Cache(home / "cache", warn=note) if cache else None,
+            cache=Cache(environment.cache_dir(environ), warn=note) if cache else None,
             default_host=None if server is None else server.identity,
         )
 
@@ -154,11 +161,21 @@ class Client:
 
     # reads
 
-    async def fetch(self, target: MarkURL | str, *, if_none_match: str | None = None) -> Result:
+    async def fetch(
+        self,
+        target: MarkURL | str,
+        *,
+        if_none_match: str | None = None,
+        if_modified_since: str | None = None,
+    ) -> Result:
         """The document; with ``#anchor``, only that heading's section (``AnchorNotFound`` when
-        the document has none of that name). Metadata is the whole document's."""
+        the document has none of that name). Metadata is the whole document's. A document that
+        ``if_none_match`` (an etag) or ``if_modified_since`` (RFC 3339) says is unchanged comes
+        back as a bodiless ``not-modified``."""
         url = self.url(target)
         meta = {} if if_none_match is None else {"if-none-match": if_none_match}
+        if if_modified_since is not None:
+            meta["if-modified-since"] = if_modified_since
         result = await self._read(url, "FETCH", meta)
         if url.anchor and result.status == Status.OK:
             result = _section(url, result)
@@ -217,12 +234,95 @@ class Client:
             meta["match"] = match
         url = self.url(target)
         result = await self._read(url, "LOOKUP", meta)
+        from markproto.protocol.bodies import parse_lookup  # only LOOKUP parses a body
+
         try:
             rows = tuple(parse_lookup(result.body)) if result.status == Status.OK else ()
         except protocol_errors.ProtocolError as exc:
             raise _unreadable(url, exc) from exc
         return LookupResult(
             result.status, result.meta, result.body, rows=rows, body_requested=match == "body"
+        )
+
+    # changes
+
+    def watch(
+        self,
+        target: MarkURL | str,
+        *,
+        since: Cursor | str | None = None,
+        stall_timeout: float = STALL_TIMEOUT,
+        on_reconnect: Callable[[MarkError], None] | None = None,
+    ) -> Watch:
+        """Change hints for a document or a folder and everything below it, as an async
+        iterator of ``WatchEvent`` and ``Resync`` values; ``async with`` it to subscribe at once.
+        It resumes after ``since`` when given, reconnects and resumes on its own when a stream
+        ends (``on_reconnect`` hears why), and raises ``StatusError`` when the server refuses or
+        ends it for good."""
+        return Watch(
+            self,
+            self.url(target),
+            _cursor(since),
+            stall_timeout=stall_timeout,
+            on_reconnect=on_reconnect,
+        )
+
+    async def changes(
+        self, target: MarkURL | str, *, since: Cursor | str | None = None, limit: int = 1000
+    ) -> Changes:
+        """What changed under ``target`` after ``since`` (at most ``limit`` events), in one
+        short WATCH; without ``since`` no events, only the cursor to ask from later."""
+        if limit < 1:
+            raise UsageError("limit must be at least 1")
+        url = self.url(target)
+        quiet = self.pool.request_timeout
+        return await changes(self, url, _cursor(since), limit=limit, quiet=quiet)
+
+    async def links(
+        self,
+        target: MarkURL | str,
+        *,
+        direction: str | None = None,
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LinksResult:
+        """One page of the links around a document or a folder (SPEC §5.9): the links it holds
+        (``direction="outgoing"``), those that lead to it (``"incoming"``) or both (the
+        default), walked ``depth`` steps out (1-5). ``relations`` keeps only those kinds: a
+        relation's predicate, or ``""`` for the links in bodies. ``LinksResult.next_cursor``
+        continues; a server without links answers ``bad-request`` (``unsupported``)."""
+        if direction not in (None, "incoming", "outgoing", "both"):
+            raise UsageError(f"direction must be incoming, outgoing or both, got {direction!r}")
+        if depth is not None and not 1 <= depth <= LINK_DEPTH_MAX:
+            raise UsageError(f"depth must be from 1 to {LINK_DEPTH_MAX}")
+        if limit is not None and limit < 1:
+            raise UsageError("limit must be at least 1")
+        meta = {"match": "links"}
+        for key, value in (("direction", direction), ("depth", depth), ("limit", limit)):
+            if value is not None:
+                meta[key] = str(value)
+        if relations is not None:
+            meta["relations"] = ",".join(relations)
+        if cursor:
+            meta["cursor"] = cursor
+        url = self.url(target)
+        result = await self._read(replace(url, anchor=""), "LOOKUP", meta)
+        from markproto.protocol.bodies import parse_links  # only links parse this body
+
+        found: tuple[list[LinkRow], list[LinkDocument]] = ([], [])
+        try:
+            if result.status == Status.OK:
+                found = parse_links(result.body)
+        except protocol_errors.ProtocolError as exc:
+            raise _unreadable(url, exc) from exc
+        return LinksResult(
+            result.status,
+            result.meta,
+            result.body,
+            rows=tuple(found[0]),
+            documents=tuple(found[1]),
         )
 
     # writes
@@ -239,7 +339,9 @@ class Client:
         overwrites whatever is there. An empty body unarchives (the protocol's rule)."""
         if expected_version is not None and expected_version < 0:
             raise UsageError("expected_version must be 0 or more (None skips the check)")
-        return await self._write(self.url(target), "PUBLISH", body, expected_version, meta)
+        return await self._write(
+            _whole(self.url(target), "PUBLISH"), "PUBLISH", body, expected_version, meta
+        )
 
     async def append(
         self,
@@ -255,20 +357,22 @@ class Client:
             raise UsageError("an append needs a non-empty body")
         if expected_version is not None and expected_version < 1:
             raise UsageError("expected_version of an append must be 1 or more")
-        url = self.url(target)
+        url = _whole(self.url(target), "APPEND")
         if expected_version is None:
-            current = await self._read(replace(url, anchor=""), "FETCH", {})
+            current = await self._read(url, "FETCH", {})
             if current.status != Status.OK:
                 return current
             if current.version is None:
                 raise UnreadableResponse(f"{url}: the server sent no version", sent=True)
             expected_version = current.version
+            separator = 0 if current.body.endswith(b"\n") else 1  # the server's rule
+            _check_size(len(current.body) + separator + len(body), "the appended document")
         return await self._write(url, "APPEND", body, expected_version, meta)
 
     async def archive(self, target: MarkURL | str) -> Result:
         """Archive the document: fetches answer ``archived``, its history stays, and publishing
         an empty body unarchives it."""
-        return await self._write(self.url(target), "ARCHIVE", b"", None, None)
+        return await self._write(_whole(self.url(target), "ARCHIVE"), "ARCHIVE", b"", None, None)
 
     # private
 
@@ -296,10 +400,15 @@ class Client:
         expected_version: int | None,
         meta: Mapping[str, str] | None,
     ) -> Result:
+        _check_size(len(body), "body")
         request_meta = dict(meta or {})
         control = sorted(CONTROL_KEYS.intersection(request_meta))
         if control:
             raise UsageError(f"metadata key {control[0]!r} is set by the client, not by callers")
+        try:
+            validate(request_meta)
+        except protocol_errors.InvalidMetadata as exc:
+            raise UsageError(f"metadata: {exc}") from None
         token = self.tokens.for_authority(url.authority)
         if token is not None:
             request_meta["auth"] = token
@@ -344,6 +453,30 @@ def _server(host: MarkURL | str | None) -> MarkURL | None:
         return parse_url("/", default_host=host)
     except protocol_errors.InvalidURL as exc:
         raise InvalidURL(str(exc)) from None
+
+
+def _cursor(since: Cursor | str | None) -> Cursor | None:
+    if since is None or isinstance(since, Cursor):
+        return since
+    try:
+        return Cursor.parse(since)
+    except InvalidWatchCursor:
+        raise UsageError(f"{since!r} is not a WATCH cursor (<epoch>:<seq>)") from None
+
+
+def _whole(url: MarkURL, verb: str) -> MarkURL:
+    """A write's target: ``url#anchor`` is refused, as a write replaces the whole document."""
+    if url.anchor:
+        raise UsageError(
+            f"{url}: {verb} writes the whole document, not one section: drop #{url.anchor}"
+        )
+    return url
+
+
+def _check_size(size: int, what: str) -> None:
+    """Refuse a write the server would refuse for its size, before any byte is sent."""
+    if size > MAX_BODY:
+        raise UsageError(f"{what} is {size:,} bytes; a document holds at most {MAX_BODY:,} (1 MiB)")
 
 
 def _request(verb: str, url: MarkURL, meta: dict[str, str], body: bytes) -> Request:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import socket
 import ssl
 from collections import deque
@@ -40,7 +41,8 @@ from markproto.client.errors import (
     TransportError,
     Unreachable,
 )
-from markproto.client.trust import Plan, Verification, fingerprint
+from markproto.client.trust import Plan, Verification
+from markproto.protocol.digests import fingerprint
 from markproto.protocol.limits import ALPN
 
 _GIVE_UP = 0
@@ -85,6 +87,9 @@ class Exchange:
     done: asyncio.Future[bytes]
     sid: int = -1
     buffer: bytearray = field(default_factory=bytearray)
+    sink: Callable[[bytes], None] | None = None
+    """For a long-lived response (WATCH): takes the data as it arrives, instead of the buffer;
+    ``done`` then resolves with nothing at the stream's end."""
 
 
 class ClientProtocol(QuicConnectionProtocol):
@@ -124,8 +129,10 @@ class ClientProtocol(QuicConnectionProtocol):
         """The DER of the peer's certificate, also after a handshake that rejected it."""
         return quicadapter.peer_certificate(self.quic)
 
-    def submit(self, data: bytes, limit: int) -> Exchange:
-        ex = Exchange(data, limit, self.loop.create_future(), self.loop.create_future())
+    def submit(
+        self, data: bytes, limit: int, sink: Callable[[bytes], None] | None = None
+    ) -> Exchange:
+        ex = Exchange(data, limit, self.loop.create_future(), self.loop.create_future(), sink=sink)
         if self._dead is not None:
             ex.opened.set_exception(self._lost(sent=False))
         else:
@@ -182,6 +189,12 @@ class ClientProtocol(QuicConnectionProtocol):
         if isinstance(event, StreamDataReceived):
             ex = self._streams.get(event.stream_id)
             if ex is None:
+                return
+            if ex.sink is not None:
+                if event.data:
+                    ex.sink(event.data)
+                if event.end_stream and self._streams.pop(event.stream_id, None) is not None:
+                    _settle(ex.done, b"")
                 return
             ex.buffer += event.data
             if len(ex.buffer) > ex.limit:
@@ -276,7 +289,7 @@ class ClientProtocol(QuicConnectionProtocol):
             return self._alpn_mismatch()
         if _CRYPTO <= code <= _CRYPTO + 0xFF:
             der = self.peer_der if code == _BAD_CERTIFICATE else None
-            reason = phrase or f"TLS alert {code - _CRYPTO}"
+            reason = readable(phrase) or f"TLS alert {code - _CRYPTO}"
             return HandshakeFailed(
                 f"{self.authority}: TLS handshake failed ({reason})",
                 reason=reason,
@@ -312,6 +325,23 @@ class ClientProtocol(QuicConnectionProtocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
+
+
+def readable(phrase: str) -> str:
+    """aioquic's TLS failure in words: its hostname mismatch lists the certificate's names as
+    Python reprs (``DNSPattern(pattern=b'localhost')``), which say less than the names."""
+    mismatch = _MISMATCH.fullmatch(phrase)
+    if mismatch is None:
+        return phrase
+    names = list(dict.fromkeys(a or b for a, b in _NAME.findall(mismatch[2])))
+    if not names:
+        return f"the certificate is not for {mismatch[1]}"
+    listed = ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+    return f"the certificate is for {listed}, not {mismatch[1]}"
+
+
+_MISMATCH = re.compile(r"hostname '(.*?)' doesn't match (?:either of )?(.*)")
+_NAME = re.compile(r"(?<![A-Za-z_])pattern=(?:b'([^']*)'|IPv[46]Address\('([^']*)'\))")
 
 
 def _settle(fut: asyncio.Future[Any], outcome: object) -> None:

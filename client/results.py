@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from markproto.client.errors import StatusError
-from markproto.protocol.bodies import LookupRow
+from markproto.protocol.metadata import RESERVED_KEYS
 from markproto.protocol.status import SUCCESS, Status
+
+if TYPE_CHECKING:
+    from markproto.protocol.bodies import LinkDocument, LinkRow, LookupRow
 
 MAX_MESSAGE = 500
 """Characters of a refusal's message: enough for any fixed message, bounded for a hostile one."""
@@ -41,6 +44,12 @@ class Result:
         return None
 
     @property
+    def publisher_meta(self) -> dict[str, str]:
+        """The metadata a publisher set (tags, importance, title, ``rel-*`` ...): every key but
+        those the server sets in responses (version, modified, etag, ...)."""
+        return {k: v for k, v in self.meta.items() if k not in RESERVED_KEYS}
+
+    @property
     def message(self) -> str:
         """A refusal's reason on one line: its body without the ``# Title`` heading ("" when
         the request succeeded, whose body is the document)."""
@@ -70,6 +79,33 @@ class LookupResult(Result):
         empty table then says nothing about whether section text mentions the query."""
         return self.status == Status.OK and self.body_requested and self.meta.get("match") != "body"
 
+
+@dataclass(frozen=True, slots=True)
+class LinksResult(Result):
+    """A ``match: links`` answer (SPEC §5.9) with its tables parsed: one page of links and the
+    documents they name."""
+
+    rows: tuple[LinkRow, ...] = ()
+    documents: tuple[LinkDocument, ...] = ()
+
+    @property
+    def total(self) -> int:
+        """Links in the whole answer, every page."""
+        value = self.meta.get("total", "")
+        return int(value) if value.isascii() and value.isdigit() else len(self.rows)
+
+    @property
+    def unsupported(self) -> bool:
+        """The server does not answer links: it refused ``match: links`` as an unknown mode
+        (the reference's server, or one older than the extension)."""
+        return self.status == Status.BAD_REQUEST and 'got "links"' in self.message
+
+
+LINKS_UNSUPPORTED = (
+    "the server does not answer links (LOOKUP match: links, a markproto extension): it is the "
+    "reference's or an older one"
+)
+"""What a face says when ``LinksResult.unsupported`` is true."""
 
 CATALOG_FALLBACK_NOTE = (
     "server answered from the catalog (no body match); an empty table is not evidence of absence"

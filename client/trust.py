@@ -9,25 +9,25 @@ format are plain functions so they can be tested without a network.
 from __future__ import annotations
 
 import enum
-import hashlib
 import ipaddress
 import logging
-import os
 import re
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from markproto import durable
 from markproto.client.environment import home
 from markproto.client.errors import CertificateChanged, KnownHostsError, Untrusted, UsageError
+from markproto.protocol import digests, url
+from markproto.protocol import errors as protocol_errors
 
 HEADER = (
     "# Certificates pinned on first use by the mark client: 'host:port sha256:<hex>' per line.\n"
     "# Remove a line to forget a server's certificate; it is pinned again on the next contact.\n"
 )
-_LINE = re.compile(r"(\S+)[ \t]+(sha256:[0-9a-f]{64})")
-_AUTHORITY = re.compile(r"(\[[0-9a-z:.%]+\]|[^\s:\[\]A-Z]+):[0-9]{1,5}")
+_LINE = re.compile(rf"(\S+)[ \t]+({digests.FINGERPRINT_PATTERN})")
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +72,6 @@ def first_contact_action(*, loopback: bool, trust_new: bool, can_ask: bool) -> F
     return FirstContact.ASK if can_ask else FirstContact.REFUSE
 
 
-def fingerprint(der: bytes) -> str:
-    """``sha256:`` + lowercase hex of a certificate's DER bytes (the form ``devcert`` prints)."""
-    return "sha256:" + hashlib.sha256(der).hexdigest()
-
-
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback IP literals (bracketed or not, IPv4-mapped too)."""
     name = host.strip("[]").lower()
@@ -99,12 +94,20 @@ def parse_known_hosts(text: str, source: str = "known_hosts") -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         match = _LINE.fullmatch(line)
-        if match is None or _AUTHORITY.fullmatch(match[1]) is None:
+        if match is None or not _canonical_authority(match[1]):
             raise KnownHostsError(f"{source}:{number}: expected 'host:port sha256:<64 hex>'")
         if match[1] in pins:
             raise KnownHostsError(f"{source}:{number}: {match[1]} is pinned twice")
         pins[match[1]] = match[2]
     return pins
+
+
+def _canonical_authority(text: str) -> bool:
+    """``host:port`` exactly as a URL's authority is written (lowercase, port given)."""
+    try:
+        return url.format_authority(*url.parse_authority(text)) == text
+    except protocol_errors.InvalidURL:
+        return False
 
 
 def format_known_hosts(pins: Mapping[str, str]) -> str:
@@ -113,18 +116,10 @@ def format_known_hosts(pins: Mapping[str, str]) -> str:
 
 
 def write_private(path: Path, text: str) -> None:
-    """Replace ``path`` atomically with mode 0600 (temp file, fsync, rename), so a crash leaves
-    either the old pins or the new ones and other users never read them."""
+    """Replace ``path`` with mode 0600 in a 0700 folder, atomically and durably, so a crash
+    leaves either the old file or the new one and other users never read it."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    durable.replace(str(path), text.encode(), mode=0o600)
 
 
 def system_ca() -> tuple[str | None, str | None]:
@@ -172,14 +167,14 @@ class Trust:
         """After the handshake, before any request byte: a pinned peer must match its pin."""
         if plan.pin is None:
             return
-        presented = fingerprint(der)
+        presented = digests.fingerprint(der)
         if presented != plan.pin:
             raise CertificateChanged(self._changed_message(authority, plan.pin, presented))
 
     def first_contact(self, authority: str, presented: str, reason: str) -> None:
         """Pin ``presented`` for an unpinned authority whose certificate failed verification with
         ``reason``, or raise ``Untrusted`` explaining the user's options."""
-        host = authority.rpartition(":")[0]
+        host = url.parse_authority(authority)[0]
         action = first_contact_action(
             loopback=is_loopback(host), trust_new=self.trust_new, can_ask=self.confirm is not None
         )

@@ -2,7 +2,7 @@
 # Install markproto as a hardened systemd service (deploy/README.md), or remove it again.
 #
 #   sudo deploy/install.sh [install] [--wheel FILE] [--port N] [--python PYTHON]
-#   sudo deploy/install.sh uninstall [--keep-data]
+#   sudo deploy/install.sh uninstall [--purge]
 #   deploy/install.sh --destdir DIR ...   # stage into DIR: no root needed, the system untouched
 #
 # Every step checks before it changes anything, so a second run only redoes what is out of date.
@@ -18,6 +18,7 @@ destdir=${DESTDIR:-}
 python=${PYTHON:-}
 wheel=
 port=
+purge=0
 keep_data=0
 
 usage() {
@@ -30,7 +31,9 @@ Options:
   --python PYTHON  interpreter for the venv: Python >= 3.11, 64-bit (default: /usr/bin/python3)
   --prefix DIR     where the venv goes (default: /opt/markproto)
   --destdir DIR    stage every file under DIR; skip user, sysctl, ufw and systemd (also DESTDIR=)
-  --keep-data      uninstall: keep /var/lib/markproto, /etc/markproto and the user
+  --purge          uninstall: also delete /var/lib/markproto (every document, the tokens,
+                   the certificate), /etc/markproto and the user; without it they stay
+  --keep-data      uninstall: keep them (the default; accepted for older scripts)
 EOF
 }
 
@@ -50,12 +53,17 @@ while [ $# -gt 0 ]; do
     --python) python=${2:?--python needs an interpreter} && shift ;;
     --prefix) prefix=${2:?--prefix needs a directory} && shift ;;
     --destdir) destdir=${2:?--destdir needs a directory} && shift ;;
+    --purge) purge=1 ;;
     --keep-data) keep_data=1 ;;
     -h | --help) usage && exit 0 ;;
     *) usage >&2 && die "unknown argument: $1" ;;
     esac
     shift
 done
+
+if [ "$purge" = 1 ] && [ "$keep_data" = 1 ]; then
+    die "--purge and --keep-data contradict each other: give one"
+fi
 
 case $prefix in
 /?*) prefix=${prefix%/} ;;
@@ -229,10 +237,13 @@ open_firewall() {
 
 start_service() {
     if staged; then
-        note "staging: service not enabled"
+        note "staging: service not enabled; the staged server starts as the unit would with:"
+        note "  $(launch_command)"
         return
     elif ! systemd_up; then
-        note "systemd is not running here: start the server with $venv/bin/mark-server serve"
+        note "systemd is not running here; start the server as the unit would (its user,"
+        note "$env_file, state in $state, umask 077) with:"
+        note "  $(launch_command)"
         return
     fi
     systemctl daemon-reload
@@ -245,6 +256,17 @@ start_service() {
         note "restarted $NAME"
     else
         note "$NAME is running"
+    fi
+}
+
+# The unit's configuration as one command, for hosts without systemd: the same environment file,
+# state directory (StateDirectory=), umask, working directory and, when installed, user.
+launch_command() {
+    local run="cd / && umask 077 && export STATE_DIRECTORY=$destdir$state && set -a && . $destdir$env_file && exec $destdir$venv/bin/mark-server serve"
+    if staged; then
+        printf "sh -c '%s'\n" "$run"
+    else
+        printf "runuser -u %s -- sh -c '%s'\n" "$NAME" "$run"
     fi
 }
 
@@ -364,8 +386,9 @@ do_uninstall() {
         "$destdir$prefix/deploy/$NAME".{service,env}
     rmdir "$destdir$prefix/deploy" "$destdir$prefix" 2>/dev/null || true
     note "removed $venv and the installer's files in $prefix"
-    if [ "$keep_data" = 1 ]; then
-        note "kept $state (content, tokens, certificate), $etc and the user $NAME"
+    if [ "$purge" != 1 ]; then
+        note "kept $state (content, tokens, certificate), $etc and the user $NAME;"
+        note "uninstall --purge deletes them"
         return
     fi
     rm -rf "$destdir$state" "$destdir$etc"

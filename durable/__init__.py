@@ -1,8 +1,11 @@
 """Durable file operations: the steps that let a write survive a crash at any instant.
 
-Each one either completes, fsynced, or leaves nothing but a temporary name that ``recovery``
-removes at startup: a file is written under a temporary name and fsynced before it is linked or
-renamed into place, and the folder is fsynced after every change of its entries.
+Each one either completes, fsynced, or leaves nothing but a temporary name (which the store's
+``recovery`` removes at startup): a file is written whole under a temporary name (``os.write``
+looped, as it may write less than asked) and fsynced before it is linked or renamed into place,
+and the folder is fsynced after every change of its entries. Client and server write every file
+they keep through here: versions and archive flags, ``tokens.toml``, the development
+certificate and key, ``known_hosts``, the client's token store and cache.
 
 With ``dir_fd`` (an open folder) every name is relative to that folder, as in ``os.open``: the
 server's store opens its folders itself, one real folder at a time below the content root, and
@@ -25,15 +28,29 @@ def temp_name(tag: str = "") -> str:
     return f".tmp-{tag}{secrets.token_hex(6)}"
 
 
-def create(file: str, data: bytes, *, dir_fd: int | None = None) -> None:
-    """Create ``file`` (it must not exist) holding ``data``, fsynced. On any failure (a full disk)
-    the file is removed again, so a refused write leaves nothing in the space that ran out."""
-    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+def create(
+    file: str,
+    data: bytes,
+    mode: int = 0o644,
+    owner: tuple[int, int] | None = None,
+    *,
+    sync: bool = True,
+    dir_fd: int | None = None,
+) -> None:
+    """Create ``file`` (it must not exist) holding ``data``, fsynced unless ``sync`` is false,
+    with ``mode`` (less the umask) and, where the process may set it, ``owner`` (uid, gid). On
+    any failure (a full disk) the file is removed again, so a refused write leaves nothing in
+    the space that ran out."""
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     try:
+        if owner is not None:
+            with contextlib.suppress(OSError):
+                os.fchown(fd, *owner)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -56,12 +73,34 @@ def link_new(file: str, data: bytes, *, dir_fd: int | None = None) -> None:
     fsync_dir(folder, dir_fd=dir_fd)
 
 
-def replace(file: str, data: bytes, *, dir_fd: int | None = None) -> None:
-    """Replace ``file`` atomically and durably (temporary file, fsync, rename, fsync folder). A
-    link at ``file`` is replaced itself: what it pointed to is never written."""
+def replace(
+    file: str,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    sync: bool = True,
+    dir_fd: int | None = None,
+) -> None:
+    """Replace (or create) ``file`` atomically and durably: temporary file, fsync, rename,
+    fsync folder. Readers see the old bytes or the new, whole. Give ``mode=0o600`` for secrets.
+    ``sync=False`` skips both fsyncs (about 10 ms on a disk) for a file a crash may lose but
+    that is never read torn, like a cache entry that verifies itself.
+
+    A symlink at ``file`` stays: the file it points to is replaced, so a config file linked
+    from elsewhere keeps its link. The new file keeps the old one's owner and group where the
+    process may set them, so an edit made as root leaves a file its owner can still read.
+    With ``dir_fd`` (the store's confined writes) no link is followed: a link at ``file`` is
+    replaced itself, and what it pointed to is never written.
+    """
+    owner: tuple[int, int] | None = None
+    if dir_fd is None:
+        file = os.path.realpath(file)
+        with contextlib.suppress(FileNotFoundError):
+            st = os.stat(file)
+            owner = (st.st_uid, st.st_gid)
     tmp = os.path.join(os.path.dirname(file), temp_name())
-    create(tmp, data, dir_fd=dir_fd)
-    _rename_into_place(tmp, file, dir_fd)
+    create(tmp, data, mode, owner, sync=sync, dir_fd=dir_fd)
+    _rename_into_place(tmp, file, dir_fd, sync=sync)
 
 
 def swap_symlink(link: str, target: str, *, dir_fd: int | None = None) -> None:
@@ -71,14 +110,15 @@ def swap_symlink(link: str, target: str, *, dir_fd: int | None = None) -> None:
     _rename_into_place(tmp, link, dir_fd)
 
 
-def _rename_into_place(tmp: str, dest: str, dir_fd: int | None) -> None:
+def _rename_into_place(tmp: str, dest: str, dir_fd: int | None, *, sync: bool = True) -> None:
     try:
         os.replace(tmp, dest, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
         raise
-    fsync_dir(os.path.dirname(dest), dir_fd=dir_fd)
+    if sync:
+        fsync_dir(os.path.dirname(dest), dir_fd=dir_fd)
 
 
 def make_dirs(root: str, parts: list[str]) -> None:

@@ -14,15 +14,14 @@ without its slash (``/team/`` covers ``/team``).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from enum import Enum
 from functools import lru_cache
 
-from markproto.protocol import status
+from markproto.protocol import digests, status, times
 from markproto.protocol.errors import InvalidPattern, ProtocolError
 from markproto.protocol.limits import MANIFEST_PATH
 
@@ -30,11 +29,6 @@ READ = "read"
 PUBLISH = "publish"
 """The operation every write verb (PUBLISH, ARCHIVE, APPEND) needs."""
 
-_HASH = re.compile(r"sha256-[0-9a-f]{64}")
-_RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
-    r"(?:(Z)|([+-])([0-9]{2}):([0-9]{2}))"
-)
 _ENTRY_KEYS = frozenset({"hash", "paths", "operations", "expires"})
 _RUNE_ERROR = 0xFFFD
 _SLASH, _STAR, _QUESTION, _BACKSLASH, _OPEN, _CLOSE, _CARET, _DASH = b"/*?\\[]^-"
@@ -46,7 +40,7 @@ class InvalidGrant(ProtocolError, ValueError):
 
 def hash_token(raw: str) -> str:
     """``sha256-`` + hex SHA-256 of the raw token: what token files store and lookups use."""
-    return "sha256-" + hashlib.sha256(_utf8(raw)).hexdigest()
+    return digests.hash_ref(_utf8(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +128,22 @@ class Grants:
             return Decision.NOT_PERMITTED
         return Decision.ALLOW
 
+    def refusal(self, token: str, path: str, op: str, now: datetime) -> tuple[str, str]:
+        """Why ``authorize`` refuses, for the server's log, as (reason, label): the reason one of
+        ``no token``, ``unknown token``, ``expired``, ``wrong operation``, ``wrong path``; the
+        label the grant's, ``""`` when there is none. Never the token or its hash."""
+        entry = self._by_hash.get(hash_token(token)) if token else None
+        if entry is None:
+            return ("unknown token" if token else "no token"), ""
+        grant, patterns = entry
+        if grant.expires is not None and now > grant.expires:
+            return "expired", grant.label
+        if op not in grant.operations:
+            return "wrong operation", grant.label
+        if not any(p.matches(path) for p in patterns):
+            return "wrong path", grant.label
+        return "", grant.label
+
     def authorize_read(self, token: str, path: str, now: datetime) -> Decision:
         """Read access: public paths allow any (even a bogus) token; protected ones need ``read``.
 
@@ -172,7 +182,7 @@ def grant_from_entry(label: str, entry: Mapping[str, object]) -> Grant:
     if unknown:
         raise InvalidGrant(f"token {label!r}: unknown key {unknown[0]!r}")
     token_hash = entry.get("hash")
-    if not isinstance(token_hash, str) or not _HASH.fullmatch(token_hash):
+    if not isinstance(token_hash, str) or not digests.is_hash_ref(token_hash):
         raise InvalidGrant(
             f'token {label!r}: hash must be "sha256-" followed by 64 lowercase hex digits'
         )
@@ -196,7 +206,10 @@ def _string_list(label: str, entry: Mapping[str, object], key: str) -> tuple[str
 def _expires(label: str, value: object) -> datetime | None:
     if value is None or value == "":
         return None
-    moment = value if isinstance(value, datetime) else _rfc3339(value)
+    if isinstance(value, datetime):  # a TOML offset date-time, already read by tomllib
+        moment: datetime | None = value
+    else:
+        moment = times.parse_time(value) if isinstance(value, str) else None
     if moment is None:
         raise InvalidGrant(
             f"token {label!r}: expires {value!r} is not an RFC 3339 time like 2026-12-31T23:59:59Z"
@@ -204,24 +217,6 @@ def _expires(label: str, value: object) -> datetime | None:
     if moment.utcoffset() is None:
         raise InvalidGrant(f"token {label!r}: expires needs a UTC offset")
     return moment
-
-
-def _rfc3339(value: object) -> datetime | None:
-    """Go ``time.Parse(time.RFC3339, …)``: ``T`` and ``Z`` upper case, any fraction length."""
-    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
-    if match is None:
-        return None
-    year, month, day, hour, minute, second, frac, zulu, sign, off_h, off_m = match.groups()
-    try:
-        if not zulu and int(off_m) >= 60:
-            return None
-        offset = timedelta() if zulu else timedelta(hours=int(off_h), minutes=int(off_m))
-        zone = timezone(-offset if sign == "-" else offset)
-        micro = int((frac or "").ljust(6, "0")[:6])
-        clock = (int(hour), int(minute), int(second), micro)
-        return datetime(int(year), int(month), int(day), *clock, tzinfo=zone)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)

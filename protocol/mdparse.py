@@ -187,18 +187,52 @@ class _HtmlBlock(block_token.HtmlBlock):
         kind: int | bool = super().start(line)
         return kind
 
+    closed: bool
+
+    def __init__(self, closed: bool) -> None:
+        self.closed = closed  # the source is never needed: only where the block ends
+
     @classmethod
-    def read(cls, lines: Any) -> list[str]:
+    def read(cls, lines: Any) -> bool:
+        """Consume the block; whether it ended by its own condition, not the end of input."""
         end = cls._end_cond
-        buffer = []
         for line in lines:
             if end is None and not line.strip():
                 lines.backstep()
-                break
-            buffer.append(line)
+                return True
             if end is not None and _html_closed(end, line):
-                break
-        return buffer
+                return True
+        return False
+
+
+class _CodeFence(block_token.CodeFence):
+    """Fenced code keeping no content, only whether its closing fence came."""
+
+    closed: bool
+
+    def __init__(self, match: tuple[bool, Any]) -> None:
+        self.closed = match[0]
+
+    @classmethod
+    def read(cls, lines: Any) -> tuple[bool, Any]:
+        next(lines)
+        fence = cls._open_info[1]  # type: ignore[index]
+        for line in lines:
+            stripped = line.lstrip(" ")
+            if (
+                stripped.startswith(fence)
+                and len(stripped.split(maxsplit=1)) == 1
+                and len(line) - len(stripped) < 4
+            ):
+                return True, cls._open_info
+        return False, cls._open_info
+
+
+class _BlockCode(block_token.BlockCode):
+    """Indented code keeping no content."""
+
+    def __init__(self, lines: list[str]) -> None:
+        pass
 
 
 class _Tip:
@@ -376,7 +410,7 @@ _INTERRUPTERS = (
     _HtmlBlock,
     _Heading,
     _Quote,
-    block_token.CodeFence,
+    _CodeFence,
     block_token.ThematicBreak,
     _List,
 )
@@ -385,10 +419,10 @@ _INTERRUPTERS = (
 _ALL_BLOCKS = (
     _ParagraphAfterRefs,
     _HtmlBlock,
-    block_token.BlockCode,
+    _BlockCode,
     _Heading,
     _Quote,
-    block_token.CodeFence,
+    _CodeFence,
     block_token.ThematicBreak,
     _List,
     _Footnote,
@@ -400,8 +434,8 @@ _BLOCKS_BY_LEAD: dict[str, tuple[Any, ...]] = {
     "<": (_HtmlBlock, _Paragraph),
     "#": (_Heading, _Paragraph),
     ">": (_Quote,),
-    "`": (block_token.CodeFence, _Paragraph),
-    "~": (block_token.CodeFence, _Paragraph),
+    "`": (_CodeFence, _Paragraph),
+    "~": (_CodeFence, _Paragraph),
     "-": (block_token.ThematicBreak, _List, _Paragraph),
     "*": (block_token.ThematicBreak, _List, _Paragraph),
     "_": (block_token.ThematicBreak, _Paragraph),
@@ -457,13 +491,36 @@ def _patched(*changes: tuple[object, str, object]) -> Iterator[None]:
             setattr(owner, name, value)
 
 
-def _parse_blocks(lines: list[str]) -> Any:
-    """The block tree of ``\\n``-terminated lines; the caller holds ``_LOCK``."""
+def _new_root() -> Any:
+    """An empty document, to hold link reference definitions."""
     with _patched((mistletoe_token, "_root_node", None)):
+        return block_token.Document([])
+
+
+def _parse_blocks(lines: list[str], root: Any) -> tuple[Any, bool]:
+    """The block tree of ``\\n``-terminated lines, link definitions stored in ``root``, and
+    whether the last block may still be open at the end (a fence or an HTML block that ran out
+    of lines, or link reference definitions that reach the end). The caller holds
+    ``_LOCK``."""
+    with _patched((mistletoe_token, "_root_node", root)):
+        parsed = _tokenize_block(lines)
         document = block_token.Document([])
-        with _patched((mistletoe_token, "_root_node", document)):  # link definitions go there
-            document.children = block_tokenizer.make_tokens(_tokenize_block(lines))
-    return document
+        document.children = block_tokenizer.make_tokens(parsed)
+    if not parsed:
+        return document, False
+    kind, result, _ = parsed[-1]
+    open_ = (kind is _CodeFence and not result[0]) or (kind is _HtmlBlock and not result)
+    return document, open_ or _definitions_reach_end(parsed, lines)
+
+
+def _definitions_reach_end(parsed: Any, lines: list[str]) -> bool:
+    """Whether a top-level block that mistletoe tried as link reference definitions has no blank
+    line after it: mistletoe reads definitions up to a blank line, past heading lines, so more
+    lines could still make them parse (or parse differently)."""
+    for _, _, number in reversed(parsed):
+        if lines[number - 1].lstrip().startswith("["):
+            return not any(not line.strip() for line in lines[number:])
+    return False
 
 
 # --- heading text -----------------------------------------------------------------------------
@@ -526,55 +583,127 @@ def _walk(tokens: Iterable[Any]) -> Iterator[Any]:
 
 _MAYBE_HEADING = re.compile(r"^[ \t>*+\-0-9.)]*(?:#|=+[ \t\r]*$|-[ \t\r]*$)", re.MULTILINE)
 """Every ATX heading line and setext underline matches, so content without a match has none."""
+_MAYBE_HEADING_BYTES = re.compile(_MAYBE_HEADING.pattern.encode(), re.MULTILINE)
 
 
-def _lines(content: str) -> tuple[list[str], list[int]]:
-    """mistletoe's input (lines split on ``\\n`` only, CRLF made LF, each ending in ``\\n``) and
-    the offset of every line start, plus one past the end."""
+def _lines(content: str | bytes) -> tuple[list[str], list[int]]:
+    """The lines (split on ``\\n`` only, without it) and the offset of every line start, plus
+    one past the end. Bytes are decoded line by line (an invalid sequence as U+FFFD, as decoding
+    the whole would: a line break is never inside a sequence), so a whole decoded copy never
+    exists; their offsets are byte offsets."""
+    if isinstance(content, bytes):
+        raw_bytes = content.split(b"\n")
+        starts = [0, *accumulate(len(line) + 1 for line in raw_bytes)]
+        if raw_bytes[-1] == b"":
+            raw_bytes.pop()
+        return [line.decode("utf-8", "replace") for line in raw_bytes], starts
     raw = content.split("\n")
     starts = [0, *accumulate(len(line) + 1 for line in raw)]
     if raw[-1] == "":
         raw.pop()
-    return [line[:-1] + "\n" if line.endswith("\r") else line + "\n" for line in raw], starts
+    return raw, starts
 
 
-def find_headings(content: str) -> list[ParsedHeading]:
-    """Every heading goldmark finds, in document order, with its text."""
-    if _MAYBE_HEADING.search(content) is None:
+def _mistletoe_lines(raw: list[str]) -> list[str]:
+    """Lines as mistletoe reads them: CRLF made LF, each ending in ``\\n``."""
+    return [line[:-1] + "\n" if line.endswith("\r") else line + "\n" for line in raw]
+
+
+CHUNK = 1 << 16
+"""Characters (or bytes) of content parsed at a time (``find_headings``)."""
+_TOP_HEADING = re.compile(r"^#{1,6}(?:[ \t]|$)", re.MULTILINE)
+"""An ATX heading line at the left margin: it closes every open container, so the parse before
+it cannot reach past it, unless a fence, an HTML block or link definitions are still open."""
+_TOP_HEADING_BYTES = re.compile(_TOP_HEADING.pattern.encode(), re.MULTILINE)
+
+
+def find_headings(content: str | bytes, chunk: int = CHUNK, start: int = 0) -> list[ParsedHeading]:
+    """Every heading goldmark finds in ``content[start:]`` (``start`` a line start), in
+    document order, with its text and offsets from ``start``; for UTF-8 ``bytes`` content the
+    offsets are byte offsets.
+
+    The content is parsed in pieces of about ``chunk`` characters, each ending before a heading
+    line at the left margin (a piece whose last block may still be open there grows to the next
+    such line), so the parse holds one piece's lines and blocks at a time, not a whole large
+    document's. Link reference definitions are gathered from every piece before any heading's
+    inline text is read, as one parse would.
+    """
+    is_bytes = isinstance(content, bytes)
+    maybe = _MAYBE_HEADING_BYTES if is_bytes else _MAYBE_HEADING
+    if maybe.search(content, start) is None:  # type: ignore[arg-type]
         return []
-    lines, starts = _lines(content)
+    top = _TOP_HEADING_BYTES if is_bytes else _TOP_HEADING
+    sources: list[tuple[int, str, int, int, int]] = []
+    with _LOCK:
+        root = _new_root()
+        pos, line_base = start, 0
+        size = chunk
+        while pos < len(content):
+            end = len(content)
+            if pos + size < len(content) and (next_top := top.search(content, pos + size)):  # type: ignore[arg-type]
+                end = next_top.start()
+            piece = content[pos:end]
+            raw, starts = _lines(piece)
+            del piece
+            lines = _mistletoe_lines(raw)
+            del raw
+            piece_root = _new_root()
+            try:
+                document, open_ = _parse_blocks(lines, piece_root)
+            except RecursionError:
+                return []  # nesting deeper than Python's stack: no headings, on both sides alike
+            if open_ and end < len(content):
+                size *= 2
+                continue
+            for key, value in piece_root.footnotes.items():
+                root.footnotes.setdefault(key, value)  # the first definition wins
+            for tok in _walk(document.children):
+                if tok.content:  # goldmark skips a heading without inline content
+                    line = tok.line_number - 1
+                    first = pos - start + starts[line]
+                    line_end = pos - start + min(starts[line + 1], end - pos)
+                    sources.append((tok.level, tok.content, line_base + line, first, line_end))
+            _unlink(document.children)
+            line_base += len(lines)
+            pos, size = end, chunk
+        return _with_text(sources, root)
+
+
+def _unlink(tokens: Iterable[Any]) -> None:
+    """Drop a block tree's parent links, so each piece's tree is freed when the next is built,
+    not whenever the cycle collector runs."""
+    for tok in tokens:
+        vars(tok).pop("_parent", None)
+        children = tok.children
+        if children:
+            _unlink(children)
+
+
+def _with_text(sources: list[tuple[int, str, int, int, int]], root: Any) -> list[ParsedHeading]:
+    """Each heading's text from its inline source; the caller holds ``_LOCK``."""
     found = []
     budget = _INLINE_BUDGET
-    with _LOCK:
-        try:
-            document = _parse_blocks(lines)
-        except RecursionError:
-            return []  # nesting deeper than Python's stack: no headings, on both sides alike
-        with _patched(
-            (span_token, "_token_types", _SPAN_TOKENS), (mistletoe_token, "_root_node", document)
-        ):
-            for tok in _walk(document.children):
-                source = tok.content
-                if not source:
-                    continue  # goldmark skips a heading without inline content
-                if _INLINE_SYNTAX.search(source):
-                    if len(source) <= min(_INLINE_MAX, budget):
-                        budget -= len(source)
-                        source = _inline_text(span_token.tokenize_inner(source))
-                    else:
-                        source = _rough_text(source)
-                line = tok.line_number - 1
-                line_end = min(starts[line + 1], len(content))
-                found.append(ParsedHeading(tok.level, source, line, starts[line], line_end))
+    with _patched(
+        (span_token, "_token_types", _SPAN_TOKENS), (mistletoe_token, "_root_node", root)
+    ):
+        for level, source, line, start, line_end in sources:
+            if _INLINE_SYNTAX.search(source):
+                if len(source) <= min(_INLINE_MAX, budget):
+                    budget -= len(source)
+                    source = _inline_text(span_token.tokenize_inner(source))
+                else:
+                    source = _rough_text(source)
+            found.append(ParsedHeading(level, source, line, start, line_end))
     return found
 
 
 def first_paragraph(content: str) -> tuple[int, int] | None:
     """``[start, end)`` of the first top-level paragraph's raw source lines, or ``None``."""
-    lines, starts = _lines(content)
+    raw, starts = _lines(content)
+    lines = _mistletoe_lines(raw)
     with _LOCK:
         try:
-            blocks = _parse_blocks(lines).children
+            blocks = _parse_blocks(lines, _new_root())[0].children
         except RecursionError:
             return None
     for tok in blocks:

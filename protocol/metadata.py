@@ -106,6 +106,24 @@ def validate_store(meta: Mapping[str, str]) -> None:
         raise InvalidMetadata(status.invalid_retention(go_quote(meta["retention"])))
 
 
+def validate_interpreted(meta: Mapping[str, str]) -> None:
+    """Refuse values a rule would not read as written (§6.2): for clients, before they send.
+
+    The server reads an ``importance`` that is no number in [0, 1] as 0.5 without a word, and
+    refuses a ``retention`` that is no positive integer; both readings are the server's own
+    (``parse_importance``, ``retention``), so a value passes here exactly when it means what
+    it says there.
+    """
+    if "importance" in meta:
+        number = _parse_go_float(trim_space(meta["importance"]))
+        if number is None or not 0.0 <= number <= 1.0:
+            got = go_quote(meta["importance"])
+            raise InvalidMetadata(f"importance must be a number from 0 to 1, got {got}")
+    if "retention" in meta and retention(meta) is None:
+        got = go_quote(meta["retention"])
+        raise InvalidMetadata(f"retention must be a positive integer, got {got}")
+
+
 def split_tags(value: str) -> list[str]:
     """Comma-separated tags, each trimmed, empties dropped."""
     return [tag for tag in map(trim_space, value.split(",")) if tag]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 
 from markproto.protocol import status
+from markproto.protocol.chars import has_control
+from markproto.protocol.digests import is_hash_ref
 from markproto.protocol.limits import MAX_SEGMENTS
 
 _ATOI = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-_HASH = re.compile(r"sha256-[0-9a-f]{64}")
 VERSIONS_DIR = "versions"
 _MAX_SEGMENT_BYTES = 255
 
@@ -55,7 +56,7 @@ def clean(raw: str) -> str:
 
 def is_hash_path(path: str) -> bool:
     """``sha256-`` + 64 lowercase hex, after an optional leading ``/`` (uppercase is a name)."""
-    return _HASH.fullmatch(path.removeprefix("/")) is not None
+    return is_hash_ref(path.removeprefix("/"))
 
 
 def hash_of(path: str) -> str:
@@ -137,7 +138,7 @@ def writable_reason(path: str) -> str | None:
         return status.not_canonical(path, clean(path))
     if is_hash_path(path):
         return status.HASH_PATH_RESERVED
-    if any((ord(ch) < 32 and ch != "\t") or ch == "\x7f" for ch in path):
+    if has_control(path, tab_ok=True):
         return status.CONTROL_CHARACTER
     segments = path[1:].split("/")
     if VERSIONS_DIR in segments:

@@ -12,13 +12,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from markproto.protocol import metadata
+from markproto.protocol import digests, metadata
 from markproto.protocol.errors import StoreFormatError
 from markproto.protocol.limits import STORED_FILE_MAX, STORED_FRONTMATTER_MAX
 
 _OPEN = b"---\n"
 _CLOSE = b"\n---\n"
-_HASH_RE = re.compile(r"sha256-[0-9a-f]{64}\Z")
 _VERSION_RE = re.compile(r"version: ([1-9][0-9]*)\Z")
 _META_PREFIX = "meta."
 
@@ -41,12 +40,12 @@ def etag(data: bytes) -> str:
 
 def hash_ref(data: bytes) -> str:
     """What the next version records as ``previous-hash``: ``sha256-`` + the etag."""
-    return "sha256-" + etag(data)
+    return digests.hash_ref(data)
 
 
 def content_hash(body: bytes) -> str:
     """The content-hash of a document: ``sha256-`` + hex sha256 of the body only."""
-    return "sha256-" + hashlib.sha256(body).hexdigest()
+    return digests.hash_ref(body)
 
 
 def _publisher_lines(meta: Mapping[str, str]) -> list[str]:
@@ -108,7 +107,7 @@ def parse_version(data: bytes) -> VersionFile:
         if not rest or not rest[0].startswith("previous-hash: "):
             raise StoreFormatError("line 3 must be 'previous-hash: sha256-<hex>' after version 1")
         previous_hash = rest[0][len("previous-hash: ") :]
-        if not _HASH_RE.match(previous_hash):
+        if not digests.is_hash_ref(previous_hash):
             raise StoreFormatError("previous-hash is not sha256-<64 lowercase hex>")
         rest = rest[1:]
     return VersionFile(version, archived, previous_hash, _parse_publisher(rest), data[end:])

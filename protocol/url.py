@@ -8,6 +8,8 @@ has one:
   it is a DNS name or IP literal of ``A-Z a-z 0-9 . - _ ~`` (internationalized names go in their
   ASCII form), or an IPv6 address in brackets. IPv6 zone identifiers are refused.
 * The port is decimal digits in 1..65535; absent or empty (``host:``) means 6309.
+* The authority alone (``host[:port]``, as pools, pins and token stores key on it) is read and
+  written by :func:`parse_authority` and :func:`format_authority`, the same rules without a URL.
 * The path is percent-decoded, as Go's ``URL.Path`` is, because the decoded path is what the
   request line carries; it must decode to UTF-8 without control characters other than TAB. The
   path keeps its case and defaults to ``/``.
@@ -26,6 +28,7 @@ import re
 from dataclasses import dataclass, replace
 from urllib.parse import quote, unquote_to_bytes
 
+from markproto.protocol.chars import has_control
 from markproto.protocol.errors import InvalidURL
 from markproto.protocol.limits import DEFAULT_PORT, SCHEME
 from markproto.protocol.paths import atoi
@@ -51,7 +54,7 @@ class MarkURL:
     @property
     def authority(self) -> str:
         """The dial form ``host:port``, IPv6 in brackets: pools and token stores key on it."""
-        return f"{_bracket(self.host)}:{self.port}"
+        return format_authority(self.host, self.port)
 
     @property
     def identity(self) -> str:
@@ -76,7 +79,7 @@ def parse_url(text: str, *, default_host: str | None = None) -> MarkURL:
     message meant for the person who typed the URL.
     """
     text = text.strip()
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+    if has_control(text):
         raise InvalidURL("URL contains a control character")
     scheme = _SCHEME.match(text)
     if scheme is None:
@@ -96,7 +99,7 @@ def parse_url(text: str, *, default_host: str | None = None) -> MarkURL:
     if name.lower() != SCHEME:
         raise InvalidURL(f"unsupported scheme {name!r}: only mark:// URLs are supported")
     authority = _AUTHORITY_END.split(rest[2:], maxsplit=1)[0]
-    host, port = _parse_authority(authority)
+    host, port = parse_authority(authority)
     path, anchor = _split_tail(rest[2 + len(authority) :])
     return MarkURL(host, port, path, anchor)
 
@@ -119,7 +122,7 @@ def _split_tail(tail: str) -> tuple[str, str]:
 def _check_path(path: str) -> str:
     if not path.startswith("/"):
         raise InvalidURL(f"path {path!r} must start with /")
-    if any((ord(ch) < 32 and ch != "\t") or ch == "\x7f" for ch in path):
+    if has_control(path, tab_ok=True):
         raise InvalidURL("path contains a control character")
     try:
         path.encode()
@@ -139,7 +142,9 @@ def _unescape(text: str) -> str:
         raise InvalidURL("the URL is not UTF-8 text once its %-escapes are decoded") from None
 
 
-def _parse_authority(authority: str) -> tuple[str, int]:
+def parse_authority(authority: str) -> tuple[str, int]:
+    """``host[:port]`` -> ``(host, port)``: the host lowercased and without IPv6 brackets, the
+    port 6309 when absent. Raises InvalidURL naming what is wrong."""
     if "@" in authority:
         raise InvalidURL(
             "mark:// URLs carry no user name or password: send a token as auth metadata instead"
@@ -175,6 +180,11 @@ def _parse_port(port: str) -> int:
     if number is None or not 1 <= number <= 65535:
         raise InvalidURL(f"port {port!r} must be a number between 1 and 65535")
     return number
+
+
+def format_authority(host: str, port: int) -> str:
+    """``host:port``, an IPv6 address in brackets: the inverse of :func:`parse_authority`."""
+    return f"{_bracket(host)}:{port}"
 
 
 def _bracket(host: str) -> str:

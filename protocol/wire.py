@@ -1,5 +1,11 @@
 """Requests and responses as bytes (SPEC §2 and §3): parse, emit, and the frontmatter split.
 
+A ``Request`` or ``Response`` is valid by construction, as h11's events are: the constructor
+refuses what the wire cannot carry (an unknown verb, a path that is not a request path, metadata
+that is not UTF-8 text, a ``status`` key beside the status), so whatever is emitted parses back
+to the value it came from. The parser checks the raw bytes first, in the reference's order, so
+malformed input keeps its exact error.
+
 Size failures and grammar failures are different exceptions because the reference answers them
 differently: ``RequestTooLarge`` gets ``server-error`` ``could not read request`` and
 ``MalformedRequest`` gets ``bad-request`` ``bad request``. A request line that is not valid UTF-8
@@ -13,6 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from markproto.protocol import yamlfm
+from markproto.protocol.chars import PATH_CONTROL_BYTES, has_control
 from markproto.protocol.errors import (
     MalformedRequest,
     MalformedResponse,
@@ -28,32 +35,84 @@ from markproto.protocol.limits import (
 )
 from markproto.protocol.status import title
 
-VERBS: Final = frozenset({"FETCH", "LIST", "VERSIONS", "PUBLISH", "ARCHIVE", "APPEND", "LOOKUP"})
-"""The verbs this project parses. WATCH is not served, so it is malformed like any unknown verb."""
+VERBS: Final = frozenset(
+    {"FETCH", "LIST", "VERSIONS", "PUBLISH", "ARCHIVE", "APPEND", "LOOKUP", "WATCH"}
+)
+"""The verbs this project parses; any other is malformed."""
 
 _VERB_BY_BYTES = {verb.encode(): verb for verb in VERBS}
 _FENCE = b"---\n"
 _CLOSE = b"\n---\n"
 _CLOSE_AT_EOF = b"\n---"
 _EMPTY_BLOCK = b"---\n\n---\n"
-_PATH_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_PLAIN_PATH = re.compile(r"/[ -~]*")
+"""A path of printable ASCII: no control character, and as many bytes as characters."""
+_INVALID_PATH = "invalid request path"
+_PATH_NOT_UTF8 = "request path is not valid UTF-8"
 
 
 @dataclass(frozen=True, slots=True)
 class Request:
+    """One request. Raises ``MalformedRequest`` for a verb outside ``VERBS``, a path that does
+    not start with ``/``, holds a control character other than TAB, is not UTF-8 text or is
+    over ``MAX_PATH`` bytes, and metadata that is not UTF-8 text."""
+
     verb: str
     path: str
     """The raw request path, before canonicalization."""
     meta: dict[str, str]
     body: bytes
 
+    def __post_init__(self) -> None:
+        if self.verb not in VERBS:
+            raise MalformedRequest(f"unknown verb {self.verb!r}")
+        if _PLAIN_PATH.fullmatch(self.path) is None or len(self.path) > MAX_PATH:
+            _check_path(self.path)
+        if self.meta:
+            _check_meta(self.meta, MalformedRequest)
+
 
 @dataclass(frozen=True, slots=True)
 class Response:
+    """One response. Raises ``MalformedResponse`` for an empty status, a ``status`` key in
+    ``meta`` (the status field is that key on the wire) and metadata that is not UTF-8 text."""
+
     status: str
     meta: dict[str, str]
     """Every frontmatter key except ``status``."""
     body: bytes
+
+    def __post_init__(self) -> None:
+        if not self.status or "status" in self.meta:
+            raise MalformedResponse("a response has one non-empty status, outside its metadata")
+        _check_meta(self.meta, MalformedResponse)
+        try:
+            self.status.encode()
+        except UnicodeEncodeError:
+            raise MalformedResponse("the status is not valid UTF-8 text") from None
+
+
+def _check_path(path: str) -> None:
+    """The full path rule, for paths that are not plain printable ASCII."""
+    if not path.startswith("/") or has_control(path, tab_ok=True):
+        raise MalformedRequest(_INVALID_PATH)
+    try:
+        size = len(path.encode())
+    except UnicodeEncodeError:
+        raise MalformedRequest(_PATH_NOT_UTF8) from None
+    if size > MAX_PATH:
+        raise MalformedRequest(_INVALID_PATH)
+
+
+def _check_meta(meta: dict[str, str], error: type[ProtocolError]) -> None:
+    """Keys and values are ``str`` and encode as UTF-8 (a lone surrogate does not)."""
+    try:
+        "".join(meta).encode()
+        "".join(meta.values()).encode()
+    except TypeError:
+        raise error("metadata keys and values must be strings") from None
+    except UnicodeEncodeError:
+        raise error("metadata is not valid UTF-8 text") from None
 
 
 def split_frontmatter(
@@ -100,13 +159,13 @@ def parse_request(data: bytes) -> Request:
     if (
         not raw_path.startswith(b"/")
         or len(raw_path) > MAX_PATH
-        or _PATH_CONTROL.search(raw_path) is not None
+        or PATH_CONTROL_BYTES.search(raw_path) is not None
     ):
-        raise MalformedRequest("invalid request path")
+        raise MalformedRequest(_INVALID_PATH)
     try:
         path = raw_path.decode()
     except UnicodeDecodeError as exc:
-        raise MalformedRequest("request path is not valid UTF-8") from exc
+        raise MalformedRequest(_PATH_NOT_UTF8) from exc
     if len(payload) > MAX_PAYLOAD:
         raise RequestTooLarge(f"request exceeds {MAX_PAYLOAD} bytes after the request line")
     block, body = split_frontmatter(payload)
@@ -141,8 +200,7 @@ def parse_response(data: bytes) -> Response:
 
 def emit_response(response: Response) -> bytes:
     """The response bytes: ``status`` is one more key in the sorted frontmatter."""
-    meta = dict(response.meta)
-    meta["status"] = response.status
+    meta = {**response.meta, "status": response.status}
     return _FENCE + yamlfm.emit(meta).encode() + _FENCE + response.body
 
 

@@ -23,16 +23,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from functools import cmp_to_key, lru_cache
-
-import yaml
+from functools import cache, cmp_to_key, lru_cache
+from typing import TYPE_CHECKING
 
 from markproto.protocol.errors import MalformedRequest
 
-try:
-    from yaml import CBaseLoader as _BaseLoader
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml import BaseLoader as _BaseLoader  # type: ignore[assignment]
+if TYPE_CHECKING:
+    import yaml
 
 # --- key order (yaml.v3 sorter.go) ------------------------------------------------------------
 
@@ -211,12 +208,25 @@ def _resolves_to_string(s: str) -> bool:
 # --- scalar style (yaml.v3 emitterc.go) -------------------------------------------------------
 
 _BREAKS = "\r\n\x85\u2028\u2029"
-_NON_PRINTABLE = re.compile(r"[^\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
-"""The complement of yaml.v3's ``is_printable``: astral characters and the BOM count as
-non-printable, so they force double quotes."""
-_DOUBLE_ESCAPED = re.compile(
-    r"[^\x20\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
-)
+
+
+@cache
+def _non_printable() -> re.Pattern[str]:
+    """The complement of yaml.v3's ``is_printable``: astral characters and the BOM count as
+    non-printable, so they force double quotes. Compiled on first use, as is
+    ``_double_escaped``: a class over most of the BMP takes ~9 ms to compile, which every
+    process that never quotes a scalar (a ``mark fetch``) would pay at import."""
+    return re.compile(r"[^\n\x20-\x7e\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd]")
+
+
+@cache
+def _double_escaped() -> re.Pattern[str]:
+    """The characters a double-quoted scalar writes as escapes."""
+    return re.compile(
+        r"[^\x20\x21\x23-\x5b\x5d-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]"
+    )
+
+
 _SHORT_ESCAPES = {
     "\0": "\\0",
     "\a": "\\a",
@@ -257,7 +267,7 @@ def _escape_char(m: re.Match[str]) -> str:
 
 
 def _double_quoted(s: str) -> str:
-    return '"' + _DOUBLE_ESCAPED.sub(_escape_char, s) + '"'
+    return '"' + _double_escaped().sub(_escape_char, s) + '"'
 
 
 def _single_quoted(s: str) -> str:
@@ -285,7 +295,7 @@ def _plain_and_single_allowed(s: str) -> tuple[bool, bool]:
             indicators = True
         if c == "\t":
             tabs = True
-        elif _NON_PRINTABLE.match(c):
+        elif _non_printable().match(c):
             special = True
         if c == " ":
             break_space = break_space or previous_break
@@ -345,14 +355,24 @@ _FAST_LINE = re.compile(
 one without escapes: what the reference client and this project send."""
 
 
-class _Loader(_BaseLoader):
-    """Composes nodes only, marking untagged plain scalars so plain nulls can be told apart from
-    quoted and explicitly tagged ones (PyYAML's base resolver tags them all ``str``)."""
+@cache
+def _loader() -> type[yaml.BaseLoader]:
+    """The full path's loader, built on first use: PyYAML costs tens of milliseconds to import,
+    which a client that only ever meets the fast path (``mark fetch``) should not pay.
 
-    def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
-        if kind is yaml.ScalarNode and implicit[0]:
-            return _UNTAGGED_PLAIN
-        return str(super().resolve(kind, value, implicit))  # type: ignore[no-untyped-call]
+    It composes nodes only, marking untagged plain scalars so plain nulls can be told apart from
+    quoted and explicitly tagged ones (PyYAML's base resolver tags them all ``str``)."""
+    import yaml
+
+    base: type[yaml.BaseLoader] = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+
+    class Loader(base):  # type: ignore[valid-type,misc]
+        def resolve(self, kind: type[yaml.Node], value: str, implicit: tuple[bool, bool]) -> str:
+            if kind is yaml.ScalarNode and implicit[0]:
+                return _UNTAGGED_PLAIN
+            return str(super().resolve(kind, value, implicit))
+
+    return Loader
 
 
 def load(block: str | bytes) -> dict[str, str]:
@@ -382,7 +402,9 @@ def _load_fast(block: str) -> dict[str, str] | None:
 
 
 def _load_full(block: str) -> dict[str, str]:
-    loader = _Loader(block)
+    import yaml
+
+    loader = _loader()(block)
     try:
         root = loader.get_node() if loader.check_node() else None
     except yaml.YAMLError as exc:
@@ -414,6 +436,8 @@ def _is_null(node: yaml.Node) -> bool:
 
 
 def _text(node: yaml.Node) -> str:
+    import yaml
+
     if not isinstance(node, yaml.ScalarNode):
         raise MalformedRequest("metadata values must be strings")
     if node.tag not in (_UNTAGGED_PLAIN, _STR_TAG):

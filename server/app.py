@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
+import shutil
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -16,6 +19,7 @@ from typing import TextIO
 
 from markproto.protocol import status, wire
 from markproto.protocol.grants import Grants
+from markproto.protocol.url import format_authority
 from markproto.server import devcert, seed, tokens, transport
 from markproto.server.config import ServerConfig, is_default_root, tokens_explicit
 from markproto.server.dispatch import Dispatcher
@@ -23,15 +27,20 @@ from markproto.server.handlers import Context
 from markproto.server.ratelimit import RateLimiter
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.watch import Hub
 
 log = logging.getLogger("markproto.server")
 
 TOKEN_CHECK_INTERVAL = 2.0
+TOKEN_REFRESH_INTERVAL = 0.05
+"""Seconds between tokens-file checks asked for by unknown tokens."""
 SUMMARY_INTERVAL = 60.0
 """Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`) and of
 requests refused for their rate (`MarkServer.log_refusals`)."""
 DRAIN_TIMEOUT = 10.0
 FIRST_TOKEN_LABEL = "owner"
+INTERRUPTED = 130
+"""The exit status after Ctrl-C (128 + SIGINT), as a shell reports a program it interrupted."""
 
 
 def _responses() -> transport.Responses:
@@ -46,6 +55,10 @@ def _responses() -> transport.Responses:
     )
 
 
+class StartError(Exception):
+    """The server cannot start; the message is the one line that says why and what to do."""
+
+
 class App:
     """One server over one content root. ``start`` then ``stop``; ``reload`` on SIGHUP."""
 
@@ -58,8 +71,11 @@ class App:
         self._tokens: tokens.TokenFile | None = None
         self._ctx: Context | None = None
         self._dispatcher: Dispatcher | None = None
+        self.watch: Hub | None = None
         self._cert: tuple[Path, Path] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._first_token_file: Path | None = None
+        self._refreshed = -TOKEN_REFRESH_INTERVAL
 
     @property
     def port(self) -> int:
@@ -67,14 +83,35 @@ class App:
         return self.server.port
 
     async def start(self) -> None:
+        """Open the content, build the indexes and listen. A first run (default root, none yet)
+        seeds the root and makes a publish token, shown once the server listens: a start that
+        fails before then leaves no root and no token behind, so the next one is a first run
+        again and shows its own token."""
         config = self.config
         first_run = is_default_root(config) and not config.root.exists()
         if first_run:
             config.root.mkdir(parents=True)
-            created = seed.seed(config.root)
-            log.info("created a new content root", extra={"root": str(config.root)})
-            log.debug("seeded %s", ", ".join(created))
-        self._load_tokens(first_run)
+        try:
+            if first_run:
+                created = seed.seed(config.root, watch=config.watch_limit > 0)
+                log.info("created a new content root", extra={"root": str(config.root)})
+                log.debug("seeded %s", ", ".join(created))
+            first_token = self._load_tokens(first_run)
+            await self._start()
+        except BaseException:
+            if first_run:
+                self._forget_first_run()
+            raise
+        if first_token is not None:
+            print(
+                f"A publish token for this server (shown once, keep it):\n{first_token}\n",
+                file=self.out,
+                flush=True,
+            )
+        self._announce()
+
+    async def _start(self) -> None:
+        config = self.config
         self._cert = self._certificate()
 
         started = time.monotonic()
@@ -101,31 +138,49 @@ class App:
             lookup=lookup,
             grants=self._grants(),
             read_only=config.read_only,
+            refresh=self._refresh,
         )
+        if config.watch_limit > 0:
+            hub = self.watch = self._ctx.watch = Hub(
+                self._ctx,
+                limit=config.watch_limit,
+                per_connection=config.watch_connection_limit,
+                heartbeat=config.watch_heartbeat,
+                log_size=config.watch_log,
+            )
+            self.content.observers.append(hub.record)
         limiter = RateLimiter(config.rate_limit, config.rate_burst)
         dispatcher = self._dispatcher = Dispatcher(self._ctx)
-        self.server = await transport.serve(
-            dispatcher.handle,
-            host=config.host,
-            port=config.port,
-            certfile=self._cert[0],
-            keyfile=self._cert[1],
-            responses=_responses(),
-            max_streams=config.max_streams,
-            request_timeout=config.request_timeout or None,
-            idle_timeout=config.idle_timeout,
-            allow=limiter.allow if limiter.enabled else None,
-        )
+        try:
+            self.server = await transport.serve(
+                dispatcher.handle,
+                host=config.host,
+                port=config.port,
+                certfile=self._cert[0],
+                keyfile=self._cert[1],
+                responses=_responses(),
+                max_streams=config.max_streams,
+                request_timeout=config.request_timeout or None,
+                idle_timeout=config.idle_timeout,
+                allow=limiter.allow if limiter.enabled else None,
+            )
+        except OSError as exc:
+            raise StartError(listen_problem(config, exc)) from None
+        except ValueError as exc:  # the TLS pair, replaced since check_paths read it
+            raise StartError(f"TLS: {exc}") from None
+        if self.watch is not None:
+            self.watch.start()  # its heartbeat timer, once there is a server to beat for
+        names = devcert.names(self._cert[0].read_bytes())
+        lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
         if config.scan_interval > 0:
             self._tasks.append(asyncio.create_task(self._every(config.scan_interval, self.rescan)))
-        host, port = self.server.addresses[0][:2]
-        shown = f"[{host}]" if ":" in host else host
-        log.info(
-            "server started",
-            extra={"addr": f"udp {shown}:{port}", "root": str(config.root)},
-        )
+
+    def _announce(self) -> None:
+        assert self.server is not None
+        address = format_authority(*self.server.addresses[0][:2])
+        log.info("server started", extra={"addr": f"udp {address}", "root": str(self.config.root)})
         if self.fingerprint:
             print(
                 f"TLS certificate (self-signed) fingerprint {self.fingerprint}; clients pin it"
@@ -133,21 +188,31 @@ class App:
                 file=sys.stderr,
             )
         # Last: tools wait for this line to know the server is ready.
-        print(f"markproto serving {config.root} on udp {shown}:{port}", file=sys.stderr, flush=True)
+        print(f"markproto serving {self.config.root} on udp {address}", file=sys.stderr, flush=True)
 
-    def _load_tokens(self, first_run: bool) -> None:
+    def _forget_first_run(self) -> None:
+        """Undo what a failed first start created: the seeded root and its first token."""
+        if self.content is not None:
+            self.content.close()
+            self.content = None
+        shutil.rmtree(self.config.root, ignore_errors=True)
+        if self._first_token_file is not None:
+            self._first_token_file.unlink(missing_ok=True)
+        log.info("start failed: removed the new content root and its first token")
+
+    def _load_tokens(self, first_run: bool) -> str | None:
+        """Load the tokens file; on a first run without one, make it with one publish token and
+        return that raw token (for ``start`` to show once it listens)."""
         path = self.config.tokens
         if path is None:
-            return
+            return None
+        raw = None
         if first_run and not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             raw = tokens.generate(path, FIRST_TOKEN_LABEL, ["/**"], ["publish"], None)
-            print(
-                f"A publish token for this server (shown once, keep it):\n{raw}\n",
-                file=self.out,
-                flush=True,
-            )
+            self._first_token_file = path
         self._tokens = tokens.TokenFile(path, required=tokens_explicit(self.config))
+        return raw
 
     def _grants(self) -> Grants | None:
         """None means no token store at all: reads public, writes refused as unconfigured."""
@@ -183,8 +248,25 @@ class App:
             self.server.log_refusals()
 
     def _check(self) -> None:
-        if self._tokens is not None and self._tokens.check_changed() and self._ctx is not None:
-            self._ctx.grants = self._grants()
+        """The periodic look at the tokens file (edits that only revoke or narrow a token)."""
+        self._refreshed = -TOKEN_REFRESH_INTERVAL
+        self._refresh()
+
+    def _refresh(self) -> bool:
+        """Reload the tokens file if it changed, at most once per ``TOKEN_REFRESH_INTERVAL``:
+        an unknown token asks for it, so a flood of bogus tokens costs one ``stat`` per interval."""
+        now = time.monotonic()
+        if (
+            self._tokens is None
+            or self._ctx is None
+            or now - self._refreshed < TOKEN_REFRESH_INTERVAL
+        ):
+            return False
+        self._refreshed = now
+        if not self._tokens.check_changed():
+            return False
+        self._ctx.grants = self._grants()
+        return True
 
     async def rescan(self) -> None:
         """Pick up files changed on disk behind the server's back (a sync tool, a restore)."""
@@ -219,6 +301,8 @@ class App:
                 await task
         self._tasks.clear()
         drained = True
+        if self.watch is not None:
+            self.watch.close()  # every subscription gets `closing` before the drain waits on it
         if self.server is not None:
             drained = await self.server.drain(timeout)
         self._summaries()
@@ -228,12 +312,53 @@ class App:
         return drained
 
 
+def listen_problem(config: ServerConfig, exc: OSError) -> str:
+    """Why the server cannot listen, in words, naming the address and what to change."""
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    where = f"cannot listen on udp {host}:{config.port}"
+    port_from = _origin(config, "port")
+    host_from = _origin(config, "host")
+    if isinstance(exc, socket.gaierror):
+        return (
+            f"{where}: {config.host!r} ({host_from}) is no address or resolvable name "
+            f"({exc.strerror}): give an address of this machine with --host or "
+            "MARK_LISTEN_HOST, or :: for all of them"
+        )
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"{where}: the port ({port_from}) is in use, by another mark-server perhaps: stop "
+            "that, or choose a free port with --port or MARK_PORT"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"{where}: {config.host} ({host_from}) is not an address of this machine: give one "
+            "of its addresses with --host or MARK_LISTEN_HOST, or :: for all of them"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return (
+            f"{where}: permission denied; ports below 1024 need privileges: choose one above "
+            f"1023 with --port or MARK_PORT (this one is {port_from})"
+        )
+    return f"{where}: {exc.strerror or exc}"
+
+
+def _origin(config: ServerConfig, setting: str) -> str:
+    source = config.sources.get(setting)
+    return f"set by {source}" if source else "the default"
+
+
 async def run(config: ServerConfig) -> int:
-    """Serve until SIGTERM or SIGINT; reload on SIGHUP. Returns the exit status."""
+    """Serve until SIGTERM or SIGINT; reload on SIGHUP. Both stop signals drain first; the exit
+    status is 0 after SIGTERM (a service manager's stop) and 130 after SIGINT (Ctrl-C)."""
     app = App(config)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    stopped_by: list[signal.Signals] = []
     reloads: set[asyncio.Task[None]] = set()
+
+    def stop(signum: signal.Signals) -> None:
+        stopped_by.append(signum)
+        stopping.set()
 
     def hup() -> None:
         if app.server is None:
@@ -243,11 +368,11 @@ async def run(config: ServerConfig) -> int:
         task.add_done_callback(reloads.discard)
 
     # Before start, so a signal during a long startup walk is never lost or fatal.
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stop, signal.SIGTERM)
+    loop.add_signal_handler(signal.SIGINT, stop, signal.SIGINT)
     loop.add_signal_handler(signal.SIGHUP, hup)
     await app.start()
     await stopping.wait()
     log.info("shutting down: draining connections")
     await app.stop()
-    return 0
+    return INTERRUPTED if stopped_by[0] is signal.SIGINT else 0

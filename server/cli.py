@@ -1,17 +1,23 @@
-"""``mark-server``: the server's command line."""
+"""``mark-server``: the server's command line.
+
+Every failure ends in one ``mark-server: ...`` line on stderr, never a traceback: exit status 1
+when the server cannot start (a setting, the address, the TLS pair) or a token edit fails, 2 for
+a command line that cannot be run, 130 after Ctrl-C; ``serve`` exits 0 after SIGTERM.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
+from markproto.protocol import times
 from markproto.server import logsetup
 from markproto.server import tokens as tokenfile
 from markproto.server.config import (
@@ -24,7 +30,40 @@ from markproto.server.config import (
 from markproto.server.logsetup import sanitize
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class MarkServer(click.Group):
+    """The ``mark-server`` group, with every ending rendered as one line and its exit status."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> NoReturn:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(
+                argv, prog_name or "mark-server", complete_var, standalone_mode=False, **extra
+            )
+            sys.exit(code if isinstance(code, int) else 0)
+        except click.UsageError as exc:
+            message = " ".join(exc.format_message().split())
+            where = exc.ctx.command_path if exc.ctx is not None else "mark-server"
+            _fail(f"{message} (see '{where} --help')", 2)
+        except click.ClickException as exc:
+            _fail(exc.format_message(), exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            click.echo(err=True)
+            _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"mark-server: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(cls=MarkServer, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="markproto", prog_name="mark-server")
 def main() -> None:
     """Serve versioned markdown over QUIC (the Mark Protocol)."""
@@ -46,7 +85,7 @@ def serve(config: Path | None, **flags: object) -> None:
 
     try:
         code = asyncio.run(app.run(settings))
-    except (tokenfile.TokensError, OSError) as exc:
+    except (app.StartError, tokenfile.TokensError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(code)
 
@@ -79,13 +118,17 @@ def _split(text: str) -> list[str]:
 
 
 def _expiry(text: str | None) -> datetime | None:
-    """An RFC 3339 time, or a duration from now such as ``90d``, ``12h`` or ``2w``."""
+    """An RFC 3339 time (read as the tokens file will be), or a duration from now such as
+    ``90d``, ``12h`` or ``2w``."""
     if text is None:
         return None
     now = datetime.now(UTC)
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+    moment = times.parse_time(text.strip())
+    if moment is None:
+        if times.parse_time(text.strip() + "Z") is not None:
+            raise click.BadParameter(
+                f"{text!r}: add a time zone (such as Z)", param_hint="--expires"
+            )
         try:
             moment = now + timedelta(seconds=parse_duration(text))
         except ValueError:
@@ -93,8 +136,6 @@ def _expiry(text: str | None) -> datetime | None:
                 f"{text!r}: give an RFC 3339 time (2026-12-31T23:59:59Z) or a duration (90d, 12h)",
                 param_hint="--expires",
             ) from None
-    if moment.utcoffset() is None:
-        raise click.BadParameter(f"{text!r}: add a time zone (such as Z)", param_hint="--expires")
     if moment <= now:
         raise click.BadParameter(f"{text!r} is in the past", param_hint="--expires")
     return moment
@@ -139,7 +180,7 @@ def list_tokens(tokens: Path | None) -> None:
         label, paths = sanitize(grant.label), sanitize(",".join(grant.paths))
         line = f"{label:<20}  paths: {paths:<20}  ops: {','.join(sorted(grant.operations))}"
         if grant.expires is not None:
-            stamp = grant.expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            stamp = times.format_time(grant.expires)
             line += f"  expires: {stamp}" + (" (expired)" if now > grant.expires else "")
         click.echo(line)
 

@@ -56,6 +56,14 @@ class ServerConfig:
     index_workers: int = 2
     """Processes that analyze bodies for the body index at startup (capped by the CPU count);
     each costs ~50 MiB while it runs, so a small board trades startup time for memory. 0: inline."""
+    watch_limit: int = 4096
+    """WATCH subscriptions open at once in all; 0 turns WATCH off (answered as unsupported)."""
+    watch_connection_limit: int = 16
+    """WATCH subscriptions open at once on one connection (each holds one of its streams)."""
+    watch_heartbeat: float = 20.0
+    """Seconds of silence on a WATCH stream before a heartbeat."""
+    watch_log: int = 4096
+    """Changes kept for WATCH subscribers to resume from."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -223,6 +231,14 @@ _SETTINGS: dict[str, _Setting] = {
     "index_workers": _Setting(
         _at_least(_int, 0), "Startup indexing processes (~50 MiB each while indexing); 0: inline."
     ),
+    "watch_limit": _Setting(_at_least(_int, 0), "WATCH subscriptions in all; 0: WATCH off."),
+    "watch_connection_limit": _Setting(_at_least(_int, 1), "WATCH subscriptions per connection."),
+    "watch_heartbeat": _Setting(
+        _at_least(_seconds, 0, above=True),
+        "Silence on a WATCH stream before a heartbeat.",
+        "SECONDS",
+    ),
+    "watch_log": _Setting(_at_least(_int, 1), "Changes kept for WATCH subscribers to resume."),
 }
 
 
@@ -333,7 +349,8 @@ def load_config(
 
 
 def check_paths(config: ServerConfig) -> None:
-    """Check the files and directories the configuration names exist (the app calls this once).
+    """Check the files and directories the configuration names exist, and that the TLS pair is
+    one (the app calls this once, before it creates or prints anything).
 
     Kept apart from ``load_config`` so that stays free of filesystem checks; a default root is
     skipped because the app creates it on first run, and the tokens file is ``tokens``' business.
@@ -347,6 +364,51 @@ def check_paths(config: ServerConfig) -> None:
     for key, path, test, problem in checks:
         if key in config.sources and not test(path):
             raise ConfigError(f"{config.sources[key]}: {problem}: {str(path)!r}")
+    if config.tls_cert is not None and config.tls_key is not None:
+        check_tls_pair(config)
+
+
+def check_tls_pair(config: ServerConfig) -> None:
+    """The certificate file holds PEM certificates, the key file an unencrypted PEM private key,
+    and the key is the first certificate's: what the TLS stack would otherwise refuse later, as
+    a traceback at startup or a failure of every handshake."""
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
+    assert config.tls_cert is not None and config.tls_key is not None
+    cert_source = config.sources.get("tls_cert", "--tls-cert")
+    key_source = config.sources.get("tls_key", "--tls-key")
+    try:
+        cert_data, key_data = config.tls_cert.read_bytes(), config.tls_key.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    try:
+        chain = x509.load_pem_x509_certificates(cert_data)
+    except ValueError:
+        raise ConfigError(
+            f"{cert_source}: {str(config.tls_cert)!r} holds no PEM certificate "
+            "(-----BEGIN CERTIFICATE-----): give the certificate chain, such as fullchain.pem"
+        ) from None
+    try:
+        key = serialization.load_pem_private_key(key_data, password=None)
+    except TypeError:
+        raise ConfigError(
+            f"{key_source}: {str(config.tls_key)!r} is encrypted: give the key without a "
+            "passphrase (openssl pkey -in KEY -out KEY.pem)"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise ConfigError(
+            f"{key_source}: {str(config.tls_key)!r} holds no PEM private key "
+            "(-----BEGIN PRIVATE KEY-----): give the key file, such as privkey.pem"
+        ) from None
+    spki = serialization.PublicFormat.SubjectPublicKeyInfo
+    der = serialization.Encoding.DER
+    if chain[0].public_key().public_bytes(der, spki) != key.public_key().public_bytes(der, spki):
+        raise ConfigError(
+            f"{key_source}: {str(config.tls_key)!r} is not the private key of the certificate "
+            f"in {str(config.tls_cert)!r} ({cert_source}): give the key and certificate of one pair"
+        )
 
 
 # ---------------------------------------------------------------------------------------------

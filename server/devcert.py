@@ -7,9 +7,7 @@ use, ssh-style, so a newcomer never needs ``-insecure`` against a local server.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import ipaddress
-import os
 import socket
 from pathlib import Path
 
@@ -18,15 +16,30 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from markproto import durable
+from markproto.protocol import digests
+
 CERT_NAME = "devcert.pem"
 KEY_NAME = "devkey.pem"
 VALIDITY = dt.timedelta(days=3650)
 
 
 def fingerprint(cert_pem: bytes) -> str:
-    """SHA-256 of the certificate's DER bytes, as ``sha256:`` + lowercase hex (what clients pin)."""
+    """The certificate's fingerprint (``sha256:`` + hex of its DER bytes), what clients pin."""
     der = x509.load_pem_x509_certificate(cert_pem).public_bytes(serialization.Encoding.DER)
-    return "sha256:" + hashlib.sha256(der).hexdigest()
+    return digests.fingerprint(der)
+
+
+def names(cert_pem: bytes) -> list[str]:
+    """The names a certificate is valid for (its DNS and IP subject alternative names): the
+    hosts a ``mark://`` URL of this server names."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    found = [name.lower() for name in sans.get_values_for_type(x509.DNSName)]
+    return found + [str(address) for address in sans.get_values_for_type(x509.IPAddress)]
 
 
 def generate(hostnames: list[str] | None = None) -> tuple[bytes, bytes]:
@@ -73,17 +86,6 @@ def ensure(state_dir: Path) -> tuple[Path, Path, bool]:
     if cert_path.is_file() and key_path.is_file():
         return cert_path, key_path, False
     cert_pem, key_pem = generate()
-    _write_private(key_path, key_pem)
-    _write_private(cert_path, cert_pem, mode=0o644)
+    durable.replace(str(key_path), key_pem, mode=0o600)
+    durable.replace(str(cert_path), cert_pem)
     return cert_path, key_path, True
-
-
-def _write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

@@ -5,10 +5,11 @@ Parse (the transport rate-limits before a byte is read), the raw ``..`` check, c
 (handlers/__init__); this module turns it into bytes, through the one response cache for current
 versions (`responses.ResponseCache`). Reads answer synchronously from the snapshot (no task, no
 executor); writes, and a VERSIONS that must verify a chain, return an awaitable that finishes on a
-storage thread. What a handler raises is a fault: ``server-error`` with a message an operator can
-act on for a disk that refused a write, or for a write the request timeout gave up on (whether it
-may have been applied), else ``internal error``, with the traceback in the log and never on the
-wire.
+storage thread; a WATCH that passes its checks returns its subscription, which the transport
+starts on the stream. What a handler raises is a fault: ``server-error`` with a message an
+operator can act on for a disk that refused a write, or for a write the request timeout gave up
+on (whether it may have been applied), else ``internal error``, with the traceback in the log and
+never on the wire.
 
 Successful reads are the bulk of the traffic, and a log record costs twice what serving a small
 FETCH does (36 µs against 17 µs, measured): at INFO they are only counted, and `log_summary` writes
@@ -28,7 +29,7 @@ from typing import Final
 from markproto.protocol import bodies, paths, wire
 from markproto.protocol import status as st
 from markproto.protocol.errors import MalformedRequest, RequestTooLarge
-from markproto.protocol.grants import PUBLISH, Decision
+from markproto.protocol.grants import Decision
 from markproto.protocol.limits import HEALTH_PATH, MAX_BODY
 from markproto.server.handlers import (
     Context,
@@ -45,10 +46,12 @@ from markproto.server.handlers import (
     not_found,
     publish,
     versions,
+    watch,
 )
 from markproto.server.logsetup import log_request, request_log
 from markproto.server.responses import ResponseCache, document
 from markproto.server.storage.content import WriteTimedOut
+from markproto.server.streaming import LongResponse
 from markproto.server.transport import Peer
 
 log = logging.getLogger("markproto.server.dispatch")
@@ -90,10 +93,10 @@ class Dispatcher:
         self._served: Counter[str] = Counter()
         self._slowest = 0.0
 
-    def handle(self, data: bytes, peer: Peer) -> bytes | Awaitable[bytes]:
+    def handle(self, data: bytes, peer: Peer) -> bytes | Awaitable[bytes] | LongResponse:
         started = time.perf_counter()
         verb = path = ""
-        reply: Reply
+        reply: Reply | LongResponse
         try:
             request = wire.parse_request(data)
         except MalformedRequest:
@@ -108,25 +111,32 @@ class Dispatcher:
             path, reply = self._route(request)
         if isinstance(reply, _VALUES):
             return self._emit(reply, verb, path, started, peer.host)
+        if isinstance(reply, LongResponse):
+            log_request(verb, path, st.Status.OK, (time.perf_counter() - started) * 1000, peer.host)
+            return reply
         return self._later(reply, verb, path, started, peer.host)
 
-    def respond(self, request: wire.Request) -> wire.Response | Awaitable[wire.Response]:
-        """Steps 2-7 of the pipeline (everything after the parser), as the response value it
-        produces."""
+    def respond(
+        self, request: wire.Request
+    ) -> wire.Response | Awaitable[wire.Response] | LongResponse:
+        """Steps 2-7 of the pipeline (everything after the parser), as the
+        response value it produces."""
         reply = self._route(request)[1]
         return document(reply.version) if isinstance(reply, CurrentDocument) else reply
 
-    def _route(self, request: wire.Request) -> tuple[str, Reply]:
+    def _route(self, request: wire.Request) -> tuple[str, Reply | LongResponse]:
         """The reply, and the path it is logged under (the raw path when ``..`` refused it)."""
         if paths.has_dotdot(request.path):
             return request.path, not_found(request.path)
         path = paths.clean(request.path)
         return path, self._verb(request, path)
 
-    def _verb(self, request: wire.Request, path: str) -> Reply:
+    def _verb(self, request: wire.Request, path: str) -> Reply | LongResponse:
         verb = request.verb
         if verb == "FETCH" and path == HEALTH_PATH:
             return _HEALTH
+        if verb == "WATCH":
+            return watch.handle(request, path, self.ctx)
         read = _READS.get(verb)
         if read is not None:
             try:
@@ -152,8 +162,7 @@ class Dispatcher:
             return wire.error_response(st.Status.SERVER_ERROR, st.TOO_LARGE)
         if self.ctx.grants is None:
             return wire.error_response(st.Status.NOT_PERMITTED, needs_auth)
-        token = request.meta.get("auth", "")
-        decision = self.ctx.grants.authorize(token, path, PUBLISH, self.ctx.clock())
+        decision = self.ctx.write_decision(path, request.meta.get("auth", ""))
         return None if decision is Decision.ALLOW else denied(decision)
 
     async def _later(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from markproto.protocol import bodies, metadata, status, wire
+from markproto.protocol import metadata, status, times, wire
 from markproto.protocol.errors import InvalidMetadata
 from markproto.server.storage.store import Version
 
@@ -28,7 +28,7 @@ def document(version: Version, extra: Mapping[str, str] | None = None) -> wire.R
     those are skipped, never served.
     """
     out = {k: v for k, v in version.meta.items() if _servable(k, v)}
-    out["modified"] = bodies.rfc3339(version.modified)
+    out["modified"] = times.format_time(version.modified)
     out["etag"] = version.etag
     out["version"] = str(version.number)
     out["content-hash"] = version.content_hash

@@ -350,6 +350,11 @@ class RequestStreams:
         not stop reading and the connection is not gone)."""
         return self._running.pop(stream_id, None) is not None
 
+    def detach(self, stream_id: int) -> None:
+        """A dispatched request's handler kept its stream for a long-lived response (WATCH):
+        it is no request any more, so no timeout, count or turn applies to it from now on."""
+        self._running.pop(stream_id, None)
+
     def expire(self, now: float) -> list[Reset | Expire]:
         """Requests still incomplete, waiting or running ``timeout`` seconds on. An expired
         request stays running: its answer (the timeout response, or what its cancelled handler

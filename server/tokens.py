@@ -5,25 +5,26 @@ strict and all-or-nothing: one bad table fails the whole file with a message nam
 the token's label, and a running server keeps its previous grants rather than serve a half-read
 or empty set (a broken edit must not quietly make protected documents public).
 
-Edits are atomic (temp file, fsync, rename, directory fsync) and keep the file 0600. ``generate``
+Edits are atomic and durable (``markproto.durable.replace``) and keep the file 0600. ``generate``
 appends text, so comments survive; ``revoke`` rewrites the file from its parsed tables with the
 small emitter below (comments are lost, as with the reference's TOML encoder).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import secrets
-import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
+from markproto import durable
+from markproto.protocol import times
 from markproto.protocol.errors import ProtocolError
+from markproto.protocol.escape import toml_string
 from markproto.protocol.grants import PUBLISH, READ, Grant, Grants, grant_from_entry, hash_token
 
 log = logging.getLogger("markproto.auth")
@@ -205,12 +206,12 @@ def generate(
         "operations": list(dict.fromkeys(ops)),
     }
     if expires is not None:
-        entry["expires"] = expires.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        entry["expires"] = times.format_time(expires)
     separator = b"" if not existing else b"\n" if existing.endswith(b"\n") else b"\n\n"
     data = existing + separator + _emit_table(label, entry).encode()
     _grants(path, data)  # the result must load, or nothing is written
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _atomic_write(path, data)
+    durable.replace(str(path), data, mode=0o600)
     return raw
 
 
@@ -232,7 +233,7 @@ def revoke(path: Path, label: str, *, if_present: bool = False) -> bool:
         raise TokensError(f"{path}: cannot rewrite: {exc}") from None
     if tomllib.loads(text) != ({"tokens": kept} if kept else {}):
         raise TokensError(f"{path}: cannot rewrite it faithfully; edit it by hand")
-    _atomic_write(path, text.encode())
+    durable.replace(str(path), text.encode(), mode=0o600)
     return True
 
 
@@ -247,66 +248,14 @@ def _emit_table(label: str, entry: Mapping[str, object]) -> str:
 
 
 def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else _toml_string(key)
+    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
 
 
 def _toml_value(label: str, value: object) -> str:
     if isinstance(value, str):
-        return _toml_string(value)
+        return toml_string(value)
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return "[" + ", ".join(_toml_string(item) for item in value) + "]"
+        return "[" + ", ".join(toml_string(item) for item in value) + "]"
     raise TypeError(f"token {label!r}: unexpected value {value!r}")
-
-
-_TOML_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
-}
-
-
-def _toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and every control character escaped."""
-    out = []
-    for char in text:
-        if char in _TOML_ESCAPES:
-            out.append(_TOML_ESCAPES[char])
-        elif char < " " or char == "\x7f":
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` (following a symlink) with ``data`` so readers see old or new, whole.
-
-    The temp file is created 0600 and takes over the old file's owner when allowed, so an edit
-    made as root leaves the file readable by the server's own user.
-    """
-    target = Path(os.path.realpath(path))
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            with contextlib.suppress(OSError):
-                st = os.stat(target)
-                os.fchown(handle.fileno(), st.st_uid, st.st_gid)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    directory = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)

@@ -34,6 +34,12 @@ TRUST_NEW = click.option(
 NO_CACHE = click.option(
     "-no-cache", "--no-cache", is_flag=True, help="Neither use nor fill the cache."
 )
+YES = click.option(
+    "-yes",
+    "--yes",
+    is_flag=True,
+    help="Confirm a write that deletes old versions (-meta retention=N) without asking.",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +152,10 @@ def read_body(text: str | None, file: IO[bytes] | None) -> bytes:
 
 
 def read_meta(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``-meta key=value`` options as publisher metadata, checked by the protocol's own rules."""
+    """``-meta key=value`` options as publisher metadata, checked by the server's own rules, and
+    the values it interprets by how it would read them (``importance=2`` would silently be 0.5)."""
     from markproto.protocol.errors import InvalidMetadata
-    from markproto.protocol.metadata import CONTROL_KEYS, validate
+    from markproto.protocol.metadata import CONTROL_KEYS, validate, validate_interpreted
 
     given: dict[str, str] = {}
     for pair in pairs:
@@ -162,6 +169,23 @@ def read_meta(pairs: tuple[str, ...]) -> dict[str, str]:
         given[key] = value
     try:
         validate(given)
+        validate_interpreted(given)
     except InvalidMetadata as exc:
         raise click.BadParameter(str(exc), param_hint="-meta") from None
     return given
+
+
+def confirm_pruning(target: MarkURL, meta: dict[str, str], yes: bool) -> None:
+    """A write carrying ``retention`` deletes old versions for good: it needs ``-yes``, or a yes
+    on the terminal; without a terminal it is refused."""
+    keep = meta.get("retention")
+    if keep is None or yes:
+        return
+    what = f"-meta retention={keep} deletes every version of {target} but the newest {keep}"
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{what}; add -yes to confirm")
+    from markproto.client.cli.output import Failed
+    from markproto.client.cli.session import ask
+
+    if not ask(f"{what}. Go on?"):
+        raise Failed("not confirmed, nothing written", kind="not-confirmed")

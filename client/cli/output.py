@@ -1,6 +1,12 @@
 """What ``mark`` prints: the body on stdout byte for byte, or one JSON object; the status line and
 ``mark: ...`` notes and failures on stderr. A status other than ok, created or not-modified exits
-1 after the body is printed."""
+1 after the body is printed.
+
+Under ``-json`` stdout holds exactly one JSON object, whatever happens. An answer is ``status``,
+``metadata``, ``body``, what the command parsed from it (``entries``, ``versions``, ``rows``),
+``message`` and ``exit_code``; a command that got no answer prints ``status: "error"`` with the
+kind of failure (``error``), its ``message`` and ``exit_code`` (``failures`` does that).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,22 @@ if TYPE_CHECKING:
 
 
 class Failed(click.ClickException):
-    """The command ran but did not succeed: one ``mark: <reason>`` line, exit status 1."""
+    """The command ran but did not succeed: one ``mark: <reason>`` line, exit status 1. ``kind``
+    names the failure in JSON; ``shown`` says the JSON object was printed already (an answer's),
+    so only the line remains; ``extra`` adds keys to the JSON object."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "error",
+        shown: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.shown = shown
+        self.extra = extra or {}
 
     def show(self, file: IO[Any] | None = None) -> None:
         note(self.format_message())
@@ -32,12 +53,19 @@ def status_line(result: Result) -> None:
     click.echo(f"[{result.status}]{pairs}{' (cached)' if result.from_cache else ''}", err=True)
 
 
-def as_json(result: Result, body: bytes) -> dict[str, Any]:
+def answer(result: Result, body: bytes, **extra: Any) -> dict[str, Any]:
+    """The JSON object of an answer, before its ``message`` and ``exit_code``."""
     return {
         "status": result.status,
         "metadata": result.meta,
         "body": body.decode("utf-8", "replace"),
+        **extra,
     }
+
+
+def failure(kind: str, message: str, exit_code: int, **extra: Any) -> dict[str, Any]:
+    """The JSON object of a command that got no answer it could use."""
+    return {"status": "error", "error": kind, "message": message, **extra, "exit_code": exit_code}
 
 
 def print_json(document: dict[str, Any]) -> None:
@@ -51,18 +79,23 @@ def emit(
     *,
     notes: list[str] | None = None,
     extra: dict[str, Any] | None = None,
+    problem: str | None = None,
 ) -> None:
-    """Print a result as asked; a status other than ok, created or not-modified fails."""
+    """Print a result as asked; a status other than ok, created or not-modified fails with
+    ``problem`` (what the client found out about it) or the status as its line."""
     body = result.body if body is None else body
+    code = 0 if result.ok else 1
     if opts.verbose:
         status_line(result)
     if opts.as_json:
-        print_json({**as_json(result, body), **(extra or {})})
+        message = problem or result.message
+        print_json({**answer(result, body, **(extra or {})), "message": message, "exit_code": code})
     else:
         out = sys.stdout.buffer
         out.write(body)
         out.flush()
     for line in notes or []:
         note(line)
-    if not result.ok:
-        raise Failed(result.status)
+    if code:
+        line = f"{result.status}: {problem}" if problem else result.status
+        raise Failed(line, kind=result.status, shown=opts.as_json)

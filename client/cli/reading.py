@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
 from markproto.client.cli.options import NO_CACHE, Options, resolve, server_options, url_argument
-from markproto.client.cli.output import Failed, as_json, emit, print_json, status_line
+from markproto.client.cli.output import Failed, answer, emit, print_json, status_line
 from markproto.client.cli.session import run
 
 if TYPE_CHECKING:
     from markproto.client import Client, LookupResult, Result
+    from markproto.protocol.url import MarkURL
+
+T = TypeVar("T")
+FOLDER, DOCUMENT = "folder", "document"
+_NEVER = "9999-12-31T23:59:59Z"
+"""An ``if-modified-since`` no version can be newer than: a document answers it bodiless."""
 
 
 @click.command()
@@ -56,16 +63,43 @@ def list_(
     When more entries follow, stderr says which -cursor continues the listing.
     """
     target = resolve(url)
-    result = run(
-        opts,
-        target,
-        lambda client: client.list(
+
+    async def job(client: Client) -> tuple[Result, str | None]:
+        result = await client.list(
             target, cursor=cursor, page_size=page_size, include_archived=include_archived
-        ),
-        cache=not no_cache,
-    )
+        )
+        return result, await _unless_found(client, result, target, DOCUMENT)
+
+    result, kind = run(opts, target, job, cache=not no_cache)
     more = result.next_cursor
-    emit(opts, result, notes=[f"more entries: continue with -cursor {more}"] if more else [])
+    entries = None
+    if result.status == "ok":
+        from markproto.protocol import bodies, paths
+
+        folder = target.with_path(paths.clean(target.path))
+        entries = [
+            {
+                "name": entry.name,
+                "type": FOLDER if entry.is_dir else DOCUMENT,
+                "url": str(folder.with_path(paths.join(folder.path, entry.name)))
+                + ("/" if entry.is_dir else ""),
+            }
+            for entry in _parsed(target, bodies.parse_index, result.body)
+        ]
+    problem = None
+    if kind == DOCUMENT:
+        parent = target.with_path(_parent(target.path))
+        problem = (
+            f"{target.path} is a document, not a folder: read it with mark fetch {target}, "
+            f"or list its folder with mark list {parent}"
+        )
+    emit(
+        opts,
+        result,
+        notes=[f"more entries: continue with -cursor {more}"] if more else [],
+        extra={} if entries is None else {"entries": entries, "next_cursor": more},
+        problem=problem,
+    )
 
 
 @click.command()
@@ -74,10 +108,40 @@ def list_(
 def versions(opts: Options, url: str | None) -> None:
     """List a document's versions, newest first.
 
-    The metadata (-v) says whether the hash chain over the versions is intact.
+    The metadata (-v) says whether the hash chain over the versions is intact. Each line links
+    the version as a URL that mark fetch takes.
     """
     target = resolve(url)
-    emit(opts, run(opts, target, lambda client: client.versions(target)))
+
+    async def job(client: Client) -> tuple[Result, str | None]:
+        result = await client.versions(target)
+        return result, await _unless_found(client, result, target, FOLDER)
+
+    result, kind = run(opts, target, job)
+    if result.status != "ok":
+        problem = None
+        if kind == FOLDER:
+            problem = f"{target.path} is a folder, not a document: list it with mark list {target}"
+        emit(opts, result, problem=problem)
+        return
+    from markproto.protocol import bodies, paths
+    from markproto.protocol.escape import escape
+    from markproto.protocol.times import format_time
+
+    document = paths.clean(target.path)
+    history = [
+        (entry, str(target.with_path(f"{document}/v{entry.version}")))
+        for entry in _parsed(target, bodies.parse_history, result.body)
+    ]
+    lines = [f"\n# Version History: {escape(document)}\n\n"]
+    lines += (
+        f"- [v{entry.version}]({link}) - {format_time(entry.modified)}\n" for entry, link in history
+    )
+    versions = [
+        {"version": entry.version, "modified": format_time(entry.modified), "url": link}
+        for entry, link in history
+    ]
+    emit(opts, result, "".join(lines).encode(), extra={"versions": versions})
 
 
 @click.command()
@@ -108,11 +172,12 @@ def lookup(
     if not query.strip():
         raise click.BadParameter("must not be empty ('*' matches everything)", param_hint="-query")
     target = resolve(url)
-    result: LookupResult = run(
-        opts,
-        target,
-        lambda client: client.lookup(target, query, filter=filter_, limit=limit, match=match),
-    )
+
+    async def job(client: Client) -> tuple[LookupResult, str | None]:
+        result = await client.lookup(target, query, filter=filter_, limit=limit, match=match)
+        return result, await _unless_found(client, result, target, DOCUMENT)
+
+    result, kind = run(opts, target, job)
     notes = []
     if result.answered_from_catalog:
         from markproto.client.results import CATALOG_FALLBACK_NOTE
@@ -126,14 +191,22 @@ def lookup(
             "title": row.title,
             "tags": list(row.tags),
             "snippet": row.snippet,
+            "url": str(target.with_path(row.path)) + (f"#{row.anchor}" if row.anchor else ""),
         }
         for row in result.rows
     ]
+    problem = None
+    if kind == DOCUMENT:
+        parent = target.with_path(_parent(target.path))
+        problem = (
+            f"{target.path} is a document, not a folder: lookup searches a folder, such as {parent}"
+        )
     emit(
         opts,
         result,
         notes=notes,
         extra={"rows": rows, "catalog_fallback": result.answered_from_catalog},
+        problem=problem,
     )
 
 
@@ -171,9 +244,40 @@ def ping(opts: Options, url: str | None) -> None:
     if opts.verbose:
         status_line(result)
     if opts.as_json:
-        print_json({**as_json(result, result.body), "elapsed_ms": elapsed})
+        print_json(
+            {**answer(result, result.body), "elapsed_ms": elapsed, "message": "", "exit_code": 0}
+        )
     else:
         click.echo(f"{target.identity}: {result.status} in {elapsed} ms")
 
 
-COMMANDS = (fetch, list_, versions, lookup, info, ping)
+async def _unless_found(client: Client, result: Result, target: MarkURL, kind: str) -> str | None:
+    """``kind`` when the verb found nothing at ``target`` because something of that kind is there
+    (the wire answer stays the reference's ``not-found``, SPEC §5.2): one cheap question on the
+    same connection, LIST of one entry for a folder, a bodiless conditional FETCH for a
+    document."""
+    if result.status != "not-found":
+        return None
+    if kind == FOLDER:
+        probe = await client.list(target.with_path(target.path), page_size=1)
+        return kind if probe.status == "ok" else None
+    probe = await client.fetch(target.with_path(target.path), if_modified_since=_NEVER)
+    return kind if probe.status in ("not-modified", "ok", "archived") else None
+
+
+def _parent(path: str) -> str:
+    from markproto.protocol import paths
+
+    parent = paths.clean(path).rpartition("/")[0]
+    return parent + "/" if parent else "/"
+
+
+def _parsed(target: MarkURL, parse: Callable[[bytes], list[T]], body: bytes) -> list[T]:
+    from markproto.protocol.errors import ProtocolError
+
+    try:
+        return parse(body)
+    except ProtocolError as exc:
+        raise Failed(
+            f"{target.authority}: unreadable response ({exc})", kind="unreadable-response"
+        ) from None

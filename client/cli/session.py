@@ -4,6 +4,7 @@ get an answer becomes one ``mark:`` line and exit status 1."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -13,11 +14,11 @@ import click
 from markproto.client.cli.output import Failed, note
 
 if TYPE_CHECKING:
-    from markproto.client import Client, Result, TokenStore
+    from markproto.client import Client, MarkError, TokenStore
     from markproto.client.cli.options import Options
     from markproto.protocol.url import MarkURL
 
-R = TypeVar("R", bound="Result")
+T = TypeVar("T")
 
 
 def client_for(opts: Options, target: MarkURL, *, cache: bool) -> Client:
@@ -41,16 +42,16 @@ def client_for(opts: Options, target: MarkURL, *, cache: bool) -> Client:
 
 
 def run(
-    opts: Options, target: MarkURL, job: Callable[[Client], Awaitable[R]], *, cache: bool = False
-) -> R:
+    opts: Options, target: MarkURL, job: Callable[[Client], Awaitable[T]], *, cache: bool = False
+) -> T:
     """Run one job on a fresh client; every failure to get an answer becomes ``Failed``."""
     import asyncio
 
-    from markproto.client import MarkError, UsageError
+    from markproto.client import AnchorNotFound, MarkError, UsageError
 
     client = client_for(opts, target, cache=cache)
 
-    async def session() -> R:
+    async def session() -> T:
         async with client:
             return await job(client)
 
@@ -58,17 +59,37 @@ def run(
         return asyncio.run(session())
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
+    except AnchorNotFound as exc:
+        raise Failed(str(exc), kind=kind(exc), extra={"anchors": exc.anchors}) from None
     except MarkError as exc:
-        raise Failed(str(exc)) from None
+        raise Failed(str(exc), kind=kind(exc)) from None
+
+
+def kind(exc: MarkError) -> str:
+    """The failure's name in JSON: the exception's class in kebab case (``request-timeout``)."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", type(exc).__name__).lower()
 
 
 def confirm(authority: str, fingerprint: str) -> bool:
-    return click.confirm(
+    return ask(
         f"{authority} presents a certificate no CA vouches for:\n  {fingerprint}\n"
-        "Pin it and connect?",
-        err=True,
-        default=False,
+        "Pin it and connect?"
     )
+
+
+def ask(question: str) -> bool:
+    """A yes/no question on the terminal; no answer (end of input) is no. Ctrl-C interrupts the
+    read itself: inside a request the event loop is blocked while it waits, and asyncio's own
+    handler would act only after the next Enter."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        click.echo(f"{question} [y/N]: ", nl=False, err=True)
+        answer = sys.stdin.readline()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return answer.strip().lower() in ("y", "yes")
 
 
 def token_store() -> TokenStore:

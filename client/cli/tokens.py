@@ -1,4 +1,4 @@
-"""``mark token``: the tokens stored in ``MARK_HOME/tokens.toml``, one per host."""
+"""``mark token``: the tokens stored in ``tokens.toml`` (``environment.home``), one per host."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from markproto.client.cli.session import token_store
 def token() -> None:
     """Manage stored tokens.
 
-    They live in MARK_HOME/tokens.toml (~/.mark by default), readable by you alone.
+    They live in tokens.toml, readable by you alone, in MARK_HOME, else in ~/.mark where it
+    exists, else in ~/.config/markproto ($XDG_CONFIG_HOME/markproto).
     """
 
 

@@ -7,21 +7,28 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import click
 
 from markproto.client.cli.options import (
+    YES,
     Options,
     body_options,
+    confirm_pruning,
     read_body,
     read_meta,
     resolve,
     server_options,
     url_argument,
 )
-from markproto.client.cli.output import Failed, emit, note
+from markproto.client.cli.output import Failed, emit, note, print_json
 from markproto.client.cli.session import run
+
+UNCHANGED = "no changes, nothing published"
+if TYPE_CHECKING:
+    from markproto.client import Client, Result
+    from markproto.protocol.url import MarkURL
 
 _WAITING_EDITORS = frozenset({"code", "zed", "subl", "atom"})
 """GUI editors that return at once unless told to wait for the file to be closed."""
@@ -37,6 +44,15 @@ _WAITING_EDITORS = frozenset({"code", "zed", "subl", "atom"})
     help="Replace version N only; 0 creates a new document only.",
 )
 @click.option("-force", "--force", is_flag=True, help="Overwrite whatever is there, unchecked.")
+@YES
+@click.option(
+    "-on-conflict",
+    "--on-conflict",
+    type=click.Choice(["fail", "merge"]),
+    default="fail",
+    show_default=True,
+    help="merge: merge with the newer version three ways (base: -expected-version).",
+)
 @server_options
 def publish(
     opts: Options,
@@ -46,11 +62,25 @@ def publish(
     pairs: tuple[str, ...],
     expected_version: int | None,
     force: bool,
+    yes: bool,
+    on_conflict: str,
 ) -> None:
     """Publish a new version of a document.
 
-    The text comes from -body, -file or stdin. An empty body unarchives the document.
+    The text comes from -body, -file or stdin. An empty body unarchives the document. With
+    -on-conflict merge, a conflict is merged with the current version: a clean merge is
+    published, an overlap is printed with <<<<<<< markers to resolve (exit 1).
     """
+    if on_conflict == "merge":
+        if expected_version is None:
+            raise click.UsageError(
+                "-on-conflict merge needs -expected-version N (the version you started from)"
+            )
+        target = resolve(url)
+        body, meta = read_body(text, file), read_meta(pairs)
+        confirm_pruning(target, meta, yes)
+        merge_published(opts, target, body, expected_version, meta)
+        return
     if force and expected_version is not None:
         raise click.UsageError("-force and -expected-version exclude each other")
     if not force and expected_version is None:
@@ -60,6 +90,7 @@ def publish(
         )
     target = resolve(url)
     body, meta = read_body(text, file), read_meta(pairs)
+    confirm_pruning(target, meta, yes)
     emit(
         opts,
         run(
@@ -72,6 +103,46 @@ def publish(
     )
 
 
+def merge_published(
+    opts: Options, target: MarkURL, body: bytes, expected: int, meta: dict[str, str]
+) -> None:
+    """``publish -on-conflict merge``: ``client.publishing`` does the merge; this prints it."""
+    from markproto.client import publishing
+
+    outcome: list[publishing.Published] = []
+
+    async def job(client: Client) -> Result:
+        done = await publishing.publish(
+            client, target, body, expected_version=expected, meta=meta, on_conflict="merge"
+        )
+        outcome.append(done)
+        return done.result
+
+    run(opts, target, job)
+    done = outcome[0]
+    merge = done.merge
+    if merge is None:
+        emit(opts, done.result)
+        return
+    between = f"your edit of v{merge.base_version} and v{merge.server_version}"
+    report = {"merge": {"conflicts": merge.conflicts, "clashes": list(merge.clashes)}}
+    if merge.published:
+        emit(opts, done.result, notes=[f"merged {between}: clean, published"], extra=report)
+        return
+    clashes = f"; metadata both sides changed: {', '.join(merge.clashes)}" if merge.clashes else ""
+    emit(
+        opts,
+        done.result,
+        merge.text.encode(),
+        notes=[
+            f"{merge.conflicts} overlapping region(s) between {between}{clashes}; the merged "
+            "text is on stdout: resolve the <<<<<<< markers and publish it with "
+            f"-expected-version {merge.server_version}"
+        ],
+        extra=report,
+    )
+
+
 @click.command()
 @url_argument
 @body_options
@@ -81,6 +152,7 @@ def publish(
     type=click.IntRange(min=1),
     help="Append to version N only (default: the current version, fetched first).",
 )
+@YES
 @server_options
 def append(
     opts: Options,
@@ -89,6 +161,7 @@ def append(
     file: IO[bytes] | None,
     pairs: tuple[str, ...],
     expected_version: int | None,
+    yes: bool,
 ) -> None:
     """Add text to the end of a document.
 
@@ -98,6 +171,7 @@ def append(
     body, meta = read_body(text, file), read_meta(pairs)
     if not body:
         raise click.UsageError("append needs a non-empty body")
+    confirm_pruning(target, meta, yes)
     emit(
         opts,
         run(
@@ -124,13 +198,15 @@ def archive(opts: Options, url: str | None) -> None:
 
 @click.command()
 @url_argument
+@YES
 @server_options
-def edit(opts: Options, url: str | None) -> None:
+def edit(opts: Options, url: str | None, yes: bool) -> None:
     """Edit a document in $EDITOR and publish it.
 
     The new version is published over the version you fetched. If that fails (someone else
     published meanwhile, say), your text is kept in a temporary file whose name is printed.
     """
+
     target = resolve(url)
     if target.anchor or not target.path.endswith(".md"):
         raise click.BadParameter(
@@ -149,6 +225,7 @@ def edit(opts: Options, url: str | None) -> None:
     else:
         emit(opts, current)
         return
+    confirm_pruning(target, meta, yes)
     fd, name = tempfile.mkstemp(prefix=f"mark-edit-{Path(target.path).stem}-", suffix=".md")
     with os.fdopen(fd, "wb") as out:
         out.write(before)
@@ -170,7 +247,9 @@ def edit(opts: Options, url: str | None) -> None:
     after = Path(name).read_bytes()
     if after == before:
         os.unlink(name)
-        note("no changes, nothing published")
+        if opts.as_json:
+            print_json({"status": "unchanged", "message": UNCHANGED, "exit_code": 0})
+        note(UNCHANGED)
         return
     if not after.strip():
         os.unlink(name)

@@ -8,21 +8,16 @@ exactly like a miss, so a hash never confirms that a hidden document exists.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
 
-from markproto.protocol import paths, status, storefmt, wire
+from markproto.protocol import paths, status, storefmt, times, wire
 from markproto.protocol.grants import Decision
 from markproto.protocol.limits import LIST_PAGE_MAX
 from markproto.server.handlers import Context, CurrentDocument, denied, not_found
 from markproto.server.handlers.listing import build_page, dir_decision
 from markproto.server.responses import document
 from markproto.server.storage.snapshot import CurrentVersion
-
-_RFC3339 = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
-)
 
 
 def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response | CurrentDocument:
@@ -111,15 +106,5 @@ def _not_modified(meta: Mapping[str, str], etag: str, modified: datetime) -> boo
     """``if-none-match`` decides when present and equal; else a parseable ``if-modified-since``."""
     if meta.get("if-none-match") == etag:
         return True
-    since = _parse_time(meta.get("if-modified-since", ""))
+    since = times.parse_time(meta.get("if-modified-since", ""))
     return since is not None and modified <= since
-
-
-def _parse_time(value: str) -> datetime | None:
-    """Go ``time.Parse(time.RFC3339, …)``: anything else is ignored, as the reference does."""
-    if not _RFC3339.fullmatch(value):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -1,48 +1,29 @@
-"""LOOKUP (protocol.md §5.7): validate, rank, filter by read auth, render the table.
+"""LOOKUP (docs/SPEC.md §5.7): validate, rank, filter by read auth, render the table.
 
-Validation runs in the reference's order with its messages; there is no read-auth check on the
-scope itself, only on each row, and a row the reader may not read is dropped without a trace
-(not counted, never shown).
+Validation runs in the reference's order with its messages (the lookup service reads the request
+keys; the scope, checked last, needs the snapshot); there is no read-auth check on the scope
+itself, only on each row, and a row the reader may not read is dropped without a trace (not
+counted, never shown).
 """
 
 from __future__ import annotations
 
 from markproto.protocol import bodies, status, wire
-from markproto.protocol.gotext import trim_space
-from markproto.protocol.limits import (
-    LOOKUP_DEFAULT_LIMIT,
-    LOOKUP_MAX,
-    LOOKUP_MAX_TERMS,
-    LOOKUP_MIN_QUERY_RUNES,
-)
-from markproto.protocol.metadata import go_quote
-from markproto.protocol.paths import atoi, normalize_scope
-from markproto.server.handlers import Context, bad_request, not_found
-from markproto.server.search.catalog import FilterError, parse_filter
-from markproto.server.search.text import catalog_terms
+from markproto.protocol.paths import normalize_scope
+from markproto.server.handlers import Context, bad_request, links, not_found
+from markproto.server.search.graph import LINKS
+from markproto.server.search.service import BadQuery, parse_query
 from markproto.server.storage.store import Version
-
-_MODES = ("catalog", "body")
 
 
 def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     meta = request.meta
-    query = trim_space(meta.get("query", ""))
-    if query != "*" and len(query) < LOOKUP_MIN_QUERY_RUNES:
-        return bad_request(status.QUERY_TOO_SHORT)
-    terms = min(len(catalog_terms(query)), LOOKUP_MAX_TERMS + 1)
-    if terms > LOOKUP_MAX_TERMS:
-        return bad_request(status.too_many_terms(terms))
-    limit = _limit(meta.get("limit", ""))
-    if limit is None:
-        return bad_request(status.INVALID_LIMIT)
+    if meta.get("match") == LINKS:  # the extension (SPEC §5.9): no reference request says so
+        return links.handle(request, path, ctx)
     try:
-        clauses = parse_filter(meta.get("filter", ""))
-    except FilterError as exc:
+        query = parse_query(meta)
+    except BadQuery as exc:
         return bad_request(str(exc))
-    mode = meta.get("match", "") or "catalog"
-    if mode not in _MODES:
-        return bad_request(status.unknown_match(go_quote(mode)))
     scope = normalize_scope(path)
     if scope != "/" and not ctx.content.is_dir(scope):
         return not_found(scope)
@@ -54,25 +35,11 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
         current = ctx.content.current(doc_path)
         return ctx.content.read(current) if current is not None else None
 
-    rows = ctx.lookup.search(
-        query,
-        scope,
-        clauses,
-        body=mode == "body",
-        readable=lambda row_path: ctx.can_read(row_path, token),
-        limit=limit,
-        load=load,
+    rows = ctx.lookup.answer(
+        query, scope, readable=lambda row_path: ctx.can_read(row_path, token), load=load
     )
     out = {"matches": str(len(rows))}
     if "match" in meta:
-        out["match"] = mode
-    body = bodies.render_lookup(query, scope, rows, body_mode=mode == "body")
+        out["match"] = query.mode
+    body = bodies.render_lookup(query.text, scope, rows, body_mode=query.body)
     return wire.Response(status.Status.OK, out, body)
-
-
-def _limit(value: str) -> int | None:
-    """Absent or empty: the default; else a Go ``Atoi`` integer >= 1, capped at 1000."""
-    if not value:
-        return LOOKUP_DEFAULT_LIMIT
-    number = atoi(value)
-    return min(number, LOOKUP_MAX) if number is not None and number >= 1 else None

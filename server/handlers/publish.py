@@ -9,7 +9,7 @@ already parsed, in one place for PUBLISH and APPEND.
 
 from __future__ import annotations
 
-from markproto.protocol import bodies, metadata, status, wire
+from markproto.protocol import bodies, metadata, status, times, wire
 from markproto.protocol.errors import InvalidMetadata
 from markproto.server.handlers import Context, bad_request, not_found
 from markproto.server.storage import store
@@ -33,7 +33,7 @@ def outcome(
     match result:
         case store.Written(version=version, created=created):
             code = status.Status.CREATED if created else status.Status.OK
-            meta = {"modified": bodies.rfc3339(version.modified), "version": str(version.number)}
+            meta = {"modified": times.format_time(version.modified), "version": str(version.number)}
             return wire.Response(code, meta, b"")
         case store.Conflict(current=current):
             return _conflict(expected, current, append=append)

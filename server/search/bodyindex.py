@@ -1,34 +1,38 @@
-"""The body index behind ``match: body`` (protocol.md §10.3-10.4): postings, ranking, snippets,
-built from the per-document records of ``analysis``.
+"""The body index behind ``match: body`` (docs/SPEC.md §5.7, body mode): postings, ranking,
+snippets, built from the per-document records of ``analysis``.
 
-Recall is the spec's: a section is a row when every query term is a token of its text, of its
+Recall is the spec's: a section is a row when every query term is a word of its text, of its
 heading trail, or of the document's tags and title, and at least one is in text or trail; a
 document whose tags and title hold every term is one bare row instead of its sections. Order is
-ours (``Weights``).
+ours (``Weights``, docs/SPEC.md §5.7).
 
-Memory is what bounds a body index, so nothing per posting is a Python object. A term's postings
-are a sorted ``array('Q')`` of section keys beside a ``bytearray`` of their flags, so matching
-is set algebra in C. A document keeps its analysis but for the postings: section spans, token
-counts, names and its compressed vocabulary, to find its postings again on removal. A snippet is
-cut again from the body for each row shown. Document ids only grow, so a new document's postings
-append in order and a removed one's are one contiguous run per term; a term left without
-postings is dropped, so the vocabulary never outgrows the live documents.
+Memory is what bounds a body index, so nothing per posting is a Python object. Every section of
+every live document has a slot (a 24-bit number; slots only grow, so a new document's sections
+come after every other's), and a term's postings are one ``array('I')`` of entries
+``slot << 8 | flags``, sorted, so matching is set algebra in C. A document keeps its analysis but
+for the postings: section spans, word counts, names and its compressed vocabulary, to find its
+postings again on removal. A snippet is cut again from the body for each row shown. A term left
+without postings is dropped, so the vocabulary never outgrows the live documents; when slots run
+out, the live ones are renumbered from 0 (in order, so every array stays sorted).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import sys
 import zlib
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import add, and_, rshift
 
 from markproto.protocol.gotext import lower
 from markproto.protocol.limits import LOOKUP_MAX, SNIPPET_MAX
 from markproto.server.search.analysis import (
-    DOC_SHIFT,
+    FLAG_BITS,
     IN_HEADING,
     IN_TRAIL,
     TF_MAX,
@@ -38,67 +42,69 @@ from markproto.server.search.analysis import (
 from markproto.server.search.catalog import Entry
 from markproto.server.search.text import loose_text, strip_line
 
-__all__ = ["BodyIndex", "Hit", "Weights", "snippet"]
+__all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Weights", "snippet"]
 
-_SECTION = (1 << DOC_SHIFT) - 1
-"""The section bits of a section key."""
+MAX_SLOTS = 1 << (32 - FLAG_BITS)
+_FLAGS = (1 << FLAG_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)
 class Weights:
-    """The ranking: BM25 over a section's own text; a BM25F-style heading field (each term in the
-    section's own heading, normalized by that heading's length); a flat bonus per term found only
-    in an ancestor heading, and per term in the document's tags or title; a boost for a bare
-    (tags-and-title) row; then the importance prior and the journal demotion. Importance only
-    orders rows, it never admits one. ``reference()`` is the reference implementation's."""
+    """The ranking, BM25F: one saturation (``k1``) over a row's weighted fields, each field's
+    term frequency normalized by that field's length (``b``, ``heading_b``, ``doc_b``). A section
+    row's fields are its text (weight 1), its own heading, its ancestors' headings and its
+    document's tags and title; a bare row has the last alone. Then the importance prior and the
+    journal demotion, which order rows but never admit one. docs/SPEC.md §5.7 says why each
+    value is what it is."""
 
-    k1: float = 1.2
-    b: float = 0.75
-    heading: float = 3.5
-    heading_b: float = 0.75
-    trail: float = 1.5
-    doc: float = 2.0
-    bare: float = 2.0
+    k1: float = 0.9
+    b: float = 0.5
+    heading: float = 4.0
+    heading_b: float = 0.5
+    trail: float = 1.0
+    doc: float = 6.0
+    doc_b: float = 0.5
     prior_floor: float = 0.3
 
-    @classmethod
-    def reference(cls) -> Weights:
-        """protocol.md §10.4: every trail term alike (1.5), no heading length normalization."""
-        return cls(heading=1.5, heading_b=0.0)
 
-
-def snippet(raw: str, terms: Sequence[str]) -> str:
-    """The snippet of a section's raw own text (§10.4): the first line of its stripped text
-    holding the most query terms (as substrings of the lower-cased line; the first line when
-    none does), cut to 240 bytes on a rune boundary. Terms never hold whitespace.
+def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str:
+    """The snippet of a section's raw own text (SPEC §5.7): the line of its stripped text holding
+    the most distinct query terms (as substrings of the lower-cased line), then the rarest ones
+    (the greatest sum of ``rarity``, one weight per term; all alike when not given), then the
+    first; the first line when none holds any; cut to 240 bytes on a rune boundary. Terms never
+    hold whitespace.
 
     Stripping is line by line, so only the lines that can win are stripped: each line's
     ``loose_text`` bounds its terms from above, and lines are tried best bound first until no
     bound left can beat what was found.
     """
+    weights = list(rarity) or [1.0] * len(terms)
+    # (distinct terms, then rarity) as one number: each term found adds more than all rarity
+    big = sum(weights) + 1.0
+    values = [big + weight for weight in weights]
     loose = loose_text(raw)
-    bounds: dict[int, int] = {}
-    for term in terms:
+    bounds: dict[int, float] = {}
+    for term, value in zip(terms, values, strict=True):
         line = done = 0  # the line of ``done``, a line start
         at = loose.find(term)
         while at >= 0:
             line += loose.count("\n", done, at)
-            bounds[line] = bounds.get(line, 0) + 1
+            bounds[line] = bounds.get(line, 0.0) + value
             done = loose.find("\n", at) + 1
             if not done:
                 break
             line += 1
             at = loose.find(term, done)
     lines = raw.split("\n")
-    best, best_line, best_hits = "", -1, 0
+    best, best_line, best_key = "", -1, 0.0
     for line, bound in sorted(bounds.items(), key=lambda item: (-item[1], item[0])):
-        if bound < best_hits or (bound == best_hits and line > best_line):
+        if bound < best_key or (bound == best_key and line > best_line):
             break
         stripped = strip_line(lines[line])
-        hits = sum(map(lower(stripped).__contains__, terms))
-        if hits > best_hits or (hits == best_hits and hits and line < best_line):
-            best, best_line, best_hits = stripped, line, hits
-    if not best_hits:
+        key = sum(compress(values, map(lower(stripped).__contains__, terms)))
+        if key > best_key or (key == best_key and key and line < best_line):
+            best, best_line, best_key = stripped, line, key
+    if not best_key:
         best = next(filter(None, map(strip_line, lines)), "")
     return _cut(best)
 
@@ -113,25 +119,39 @@ def _cut(line: str) -> str:
     return encoded[:cut].decode() + "..."
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(slots=True, eq=False)
 class _Doc:
-    """A live document: its catalog entry and prior, and its analysis but for the postings."""
+    """A live document: its catalog entry and prior, its first slot, and its analysis but for
+    the postings."""
 
     entry: Entry
     content_hash: str
+    start: int
     spans: array[int]
-    byte_spans: bool
     lengths: array[int]
-    heads: array[int]
+    heads: bytes
     names: str
     name_ends: array[int]
     vocab: bytes
     """The document's terms, newline-joined and compressed: only removal reads them."""
     prior: float
 
+    @property
+    def sections(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def slots(self) -> int:
+        """Slots taken (``Analysis.slots``)."""
+        return max(len(self.lengths), 1)
+
     def name(self, item: int) -> str:
         ends = self.name_ends
         return self.names[ends[item - 1] if item else 0 : ends[item]]
+
+
+def _anchor(doc: _Doc, section: int) -> str:
+    return doc.name(2 * section) if section >= 0 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,71 +167,85 @@ class Hit:
         return self.doc.entry
 
     @property
+    def content_hash(self) -> str:
+        """The content hash of the version indexed: a snippet is cut from that body only."""
+        return self.doc.content_hash
+
+    @property
     def anchor(self) -> str:
-        return self.doc.name(2 * self.section) if self.section >= 0 else ""
+        return _anchor(self.doc, self.section)
 
     @property
     def heading(self) -> str:
         return self.doc.name(2 * self.section + 1) if self.section >= 0 else ""
 
-    def snippet(self, body: bytes, terms: Sequence[str]) -> str:
+    def snippet(self, body: bytes, terms: Sequence[str], rarity: Sequence[float] = ()) -> str:
         """This row's snippet, cut again from the body it was indexed from."""
         if self.section < 0:
             return ""
         start, end = self.doc.spans[2 * self.section : 2 * self.section + 2]
-        if self.doc.byte_spans:
-            own = body[start:end].decode()
-        else:
-            own = body.decode("utf-8", "replace")[start:end]
-        return snippet(own, terms)
+        return snippet(body[start:end].decode("utf-8", "replace"), terms, rarity)
 
 
-class _TermPostings:
-    """One term's postings: sorted section keys and their flags."""
-
-    __slots__ = ("flags", "keys")
-
-    def __init__(self) -> None:
-        self.keys: array[int] = array("Q")
-        self.flags = bytearray()
-
-    def flags_for(self, keys: set[int]) -> dict[int, int]:
-        """A map holding the flags of those ``keys`` present here: by bisection when ``keys`` are
-        few, else all the postings (a superset is as good to look keys up in)."""
-        mine, flags = self.keys, self.flags
-        if len(keys) * 8 >= len(mine):
-            return dict(zip(mine, flags, strict=True))
-        size = len(mine)
-        return {
-            key: flags[at]
-            for key in keys
-            if (at := bisect_left(mine, key)) < size and mine[at] == key
-        }
+def _slots(entries: array[int]) -> array[int]:
+    """The slot of every entry, in C: on a little-endian machine an entry's bytes are its flags
+    then its slot, so the bytes shifted by one, every fourth zeroed, are the slots."""
+    if sys.byteorder != "little" or not entries:
+        return array("I", map(rshift, entries, repeat(FLAG_BITS)))
+    shifted = bytearray(memoryview(entries).cast("B")[1:])
+    shifted.append(0)
+    shifted[3::4] = bytes(len(entries))
+    out = array("I")
+    out.frombytes(shifted)
+    return out
 
 
-_NOBODY: frozenset[int] = frozenset()
+def _flags(entries: array[int]) -> bytes:
+    """The flags of every entry (the low byte of each)."""
+    if sys.byteorder != "little":
+        return bytes(map(and_, entries, repeat(_FLAGS)))
+    return memoryview(entries).cast("B")[0::4].tobytes()
+
+
+def _flags_for(entries: array[int], keys: set[int]) -> dict[int, int]:
+    """A map holding the flags of those ``keys`` present in ``entries``: by bisection when
+    ``keys`` are few, else all the entries (a superset is as good to look keys up in)."""
+    if len(keys) * 8 >= len(entries):
+        return dict(zip(_slots(entries), _flags(entries), strict=True))
+    size = len(entries)
+    out = {}
+    for key in keys:
+        at = bisect_left(entries, key << FLAG_BITS)
+        if at < size and entries[at] >> FLAG_BITS == key:
+            out[key] = entries[at] & _FLAGS
+    return out
+
+
+_NOBODY = array("I")
 
 
 class BodyIndex:
     """Postings over the sections of every live document."""
 
-    def __init__(self, weights: Weights | None = None) -> None:
+    def __init__(self, weights: Weights | None = None, max_slots: int = MAX_SLOTS) -> None:
         self.weights = weights or Weights()
-        self._postings: dict[str, _TermPostings] = {}
-        self._holders: dict[str, set[int]] = {}
-        """Term -> documents whose tags or title hold it."""
+        self._max_slots = max_slots
+        self._postings: dict[str, array[int]] = {}
+        self._holders: dict[str, array[int]] = {}
+        """Term -> first slots of the documents whose tags or title hold it, ascending."""
         self._docs: dict[int, _Doc] = {}
-        self._ids: dict[str, int] = {}
-        self._sizes: dict[int, int] = {}
-        """Document id -> number of sections."""
-        self._next_id = 0
-        self._last = -1
+        """First slot -> document."""
+        self._starts = array("I")
+        """First slots of the live documents, ascending."""
+        self._paths: dict[str, int] = {}
+        self._next_slot = 0
         self._sections = 0
         self._length = 0
         self._heading_length = 0
+        self._doc_length = 0
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._paths)
 
     @property
     def sections(self) -> int:
@@ -222,82 +256,132 @@ class BodyIndex:
         """Distinct terms with postings (the vocabulary never outgrows the live documents)."""
         return len(self._postings)
 
-    def reserve(self) -> int:
-        """The id for the next document to analyze. Analyses must be put in reserve order: ids
-        only grow, so each put appends to the postings and keeps them sorted."""
-        self._next_id += 1
-        return self._next_id - 1
+    # -- keeping current ----------------------------------------------------------------------
 
-    def put(self, entry: Entry, content_hash: str, analysis: Analysis) -> None:
-        """Index (or re-index) a document; its catalog entry supplies tags, title and prior."""
-        doc_id = analysis.doc_id
-        if doc_id <= self._last:
-            raise ValueError(f"document id {doc_id} put out of reserve order")
-        self.remove(entry.path)
-        self._last = doc_id
-        self.extend(analysis.postings)
-        for term in entry.terms:
-            self._holders.setdefault(term, set()).add(doc_id)
-        self._docs[doc_id] = _Doc(
-            entry,
-            content_hash,
-            analysis.spans,
-            analysis.byte_spans,
-            analysis.lengths,
-            analysis.heads,
-            analysis.names,
-            analysis.name_ends,
-            analysis.vocab,
-            self._prior(entry),
-        )
-        self._ids[entry.path] = doc_id
-        self._sizes[doc_id] = len(analysis.lengths)
-        self._sections += len(analysis.lengths)
-        self._length += sum(analysis.lengths)
-        self._heading_length += sum(analysis.heads)
+    def apply(self, entry: Entry, content_hash: str, analysis: Analysis) -> None:
+        """Index (or re-index) a document from its analysis; its catalog entry supplies tags,
+        title and prior. Appends only: the analysis was done elsewhere."""
+        assert analysis.postings is not None, "a batch's analyses go in with apply_batch"
+        self.apply_batch([(entry, content_hash, analysis)], analysis.postings)
 
-    def extend(self, postings: Postings) -> None:
-        """Append postings of documents already put, newer than any postings held (a bulk
-        build's batch block; ``put`` passes each document's own)."""
-        found_postings, keys, flags = self._postings, postings.keys, postings.flags
-        start = 0
-        terms = postings.terms.split("\n") if postings.terms else ()
-        for term, count in zip(terms, postings.counts, strict=True):
-            found = found_postings.get(term)
+    def apply_batch(self, docs: Sequence[tuple[Entry, str, Analysis]], block: Postings) -> None:
+        """Index the documents of one ``analyze_many`` batch (distinct paths) and its block."""
+        for entry, _, _ in docs:
+            self.remove(entry.path)
+        need = sum(analysis.slots for _, _, analysis in docs)
+        if self._next_slot + need > self._max_slots:
+            self._compact()
+            if self._next_slot + need > self._max_slots:
+                raise OverflowError("the body index has no slots left")
+        base = self._next_slot
+        start = base
+        for entry, content_hash, analysis in docs:
+            doc = _Doc(
+                entry,
+                content_hash,
+                start,
+                analysis.spans,
+                analysis.lengths,
+                analysis.heads,
+                analysis.names,
+                analysis.name_ends,
+                analysis.vocab,
+                self._prior(entry),
+            )
+            self._docs[start] = doc
+            self._starts.append(start)
+            self._paths[entry.path] = start
+            for term in entry.terms:
+                self._holders.setdefault(term, array("I")).append(start)
+            self._sections += doc.sections
+            self._length += sum(doc.lengths)
+            self._heading_length += sum(doc.heads)
+            self._doc_length += len(entry.terms)
+            start += doc.slots
+        self._next_slot = start
+        self._extend(block, base)
+
+    def _extend(self, block: Postings, base: int) -> None:
+        postings, entries = self._postings, block.entries
+        shift = base << FLAG_BITS
+        begin = 0
+        terms = block.terms.split("\n") if block.terms else ()
+        for term, count in zip(terms, block.counts, strict=True):
+            stop = begin + count
+            part = entries[begin:stop]
+            if shift:
+                part = array("I", map(add, part, repeat(shift)))
+            found = postings.get(term)
             if found is None:
-                found = found_postings[term] = _TermPostings()
-            stop = start + count
-            found.keys += keys[start:stop]
-            found.flags += flags[start:stop]
-            start = stop
+                postings[term] = part
+            else:
+                found += part
+            begin = stop
 
     def remove(self, path: str) -> None:
-        doc_id = self._ids.pop(path, None)
-        if doc_id is None:
+        start = self._paths.pop(path, None)
+        if start is None:
             return
-        doc = self._docs.pop(doc_id)
-        del self._sizes[doc_id]
-        low, high = doc_id << DOC_SHIFT, (doc_id + 1) << DOC_SHIFT
+        doc = self._docs.pop(start)
+        del self._starts[bisect_left(self._starts, start)]
+        low, high = start << FLAG_BITS, (start + doc.slots) << FLAG_BITS
         vocab = zlib.decompress(doc.vocab).decode()
         for term in vocab.split("\n") if vocab else ():
             found = self._postings[term]
-            start = bisect_left(found.keys, low)
-            stop = bisect_left(found.keys, high, start)
-            if stop - start == len(found.keys):
+            begin = bisect_left(found, low)
+            stop = bisect_left(found, high, begin)
+            if stop - begin == len(found):
                 del self._postings[term]
             else:
-                del found.keys[start:stop]
-                del found.flags[start:stop]
+                del found[begin:stop]
         for term in doc.entry.terms:
             holders = self._holders[term]
-            holders.discard(doc_id)
-            if not holders:
+            if len(holders) == 1:
                 del self._holders[term]
-        self._sections -= len(doc.lengths)
+            else:
+                del holders[bisect_left(holders, start)]
+        self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
+        self._doc_length -= len(doc.entry.terms)
 
-    def search(
+    def _compact(self) -> None:
+        """Renumber the live slots from 0, in order (rare: only when slots run out)."""
+        old = list(self._starts)
+        moves = array("I")
+        start = 0
+        for first in old:
+            moves.append(first - start)
+            start += self._docs[first].slots
+        for term, entries in self._postings.items():
+            out = array("I")
+            for entry in entries:
+                at = bisect_right(old, entry >> FLAG_BITS) - 1
+                out.append(entry - (moves[at] << FLAG_BITS))
+            self._postings[term] = out
+        for term, holders in self._holders.items():
+            self._holders[term] = array("I", (h - moves[bisect_left(old, h)] for h in holders))
+        docs = {}
+        for first, move in zip(old, moves, strict=True):
+            doc = self._docs[first]
+            doc.start = first - move
+            docs[doc.start] = doc
+            self._paths[doc.entry.path] = doc.start
+        self._docs = docs
+        self._starts = array("I", docs)
+        self._next_slot = start
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def rarity(self, terms: Sequence[str]) -> list[float]:
+        """Each term's inverse document frequency over the whole index."""
+        n = self._sections
+        return [
+            math.log(1 + (n - df + 0.5) / (df + 0.5))
+            for df in (len(self._postings.get(term, _NOBODY)) for term in terms)
+        ]
+
+    def rank(
         self, terms: Sequence[str], accept: Callable[[Entry], bool] | None = None
     ) -> Iterator[Hit]:
         """Rows for the query terms among accepted documents (all, when ``accept`` is None),
@@ -306,119 +390,143 @@ class BodyIndex:
         index's."""
         if not terms:
             return iter(())
-        lists = [self._postings.get(term) for term in terms]
-        holders = [self._holders.get(term, _NOBODY) for term in terms]
-        bare = set(holders[0]).intersection(*holders[1:]) if all(holders) else set()
+        lists = [self._postings.get(term, _NOBODY) for term in terms]
+        holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
+        bare = set.intersection(*holders)
         keys, flags = self._match(lists, holders, bare)
-        if accept is not None or bare:
-            # a bare row stands for all of its document's sections
-            docs = self._docs
-            wanted = {key >> DOC_SHIFT for key in keys}.difference(bare)
-            if accept is not None:
-                wanted = {doc_id for doc_id in wanted if accept(docs[doc_id].entry)}
-                bare = {doc_id for doc_id in bare if accept(docs[doc_id].entry)}
-            keys = {key for key in keys if key >> DOC_SHIFT in wanted}
-        return self._ranked(
-            self._score(keys, lists, holders, flags) + self._score_bare(bare, lists)
-        )
+        idf = self.rarity(terms)
+        sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
+        if accept is not None:
+            bare = {start for start in bare if accept(self._docs[start].entry)}
+        return self._ranked(sections + self._score_bare(bare, idf))
 
     def _match(
-        self,
-        lists: Sequence[_TermPostings | None],
-        holders: Sequence[frozenset[int] | set[int]],
-        bare: set[int],
+        self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
     ) -> tuple[set[int], list[dict[int, int]]]:
-        """The matching section keys and, per term, the flags of keys whose text or trail hold
-        it (maps may hold keys that did not match).
+        """The matching section slots and, per term, the flags of slots whose text or trail
+        hold it (maps may hold slots that did not match).
 
         A section matches when every term is in its text or trail or in its document's tags or
         title (then at least one is in text or trail, or the document is a bare row). So the
         candidates are the sections of the term with the fewest (its postings, plus every
         section of the documents whose tags or title hold it), narrowed term by term."""
-        sizes = self._sizes.__getitem__
+        docs, starts = self._docs, self._starts
+        per_doc = self._sections / len(docs) if docs else 0.0
 
-        def reach(j: int) -> int:
-            return _length(lists[j]) + sum(map(sizes, holders[j]))
+        def reach(j: int) -> float:
+            """About how many sections term j admits (the order only changes the work)."""
+            return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
         flags: list[dict[int, int]] = [{} for _ in lists]
         first = lists[order[0]]
-        if first is not None:
-            flags[order[0]] = dict(zip(first.keys, first.flags, strict=True))
+        flags[order[0]] = dict(zip(_slots(first), _flags(first), strict=True))
         keys = set(flags[order[0]])
-        for doc_id in holders[order[0]]:
-            if doc_id not in bare:
-                keys.update(range(doc_id << DOC_SHIFT, (doc_id << DOC_SHIFT) + sizes(doc_id)))
+        for start in holders[order[0]]:
+            if start not in bare:
+                keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
-            found, held = lists[j], holders[j]
-            here = flags[j] = found.flags_for(keys) if found is not None else {}
+            here = flags[j] = _flags_for(lists[j], keys)
             present = keys.intersection(here)
-            if held:
-                present.update(key for key in keys if key >> DOC_SHIFT in held)
+            held = holders[j]
+            rest = keys.difference(present) if held else ()
+            if rest:
+                # the rest of the keys stay when their document's tags or title hold the term:
+                # look up each one's document, or list the held documents' slots if fewer
+                if sum(docs[start].sections for start in held) <= 4 * len(rest):
+                    for start in held:
+                        present.update(rest.intersection(range(start, start + docs[start].slots)))
+                else:
+                    present.update(
+                        key for key in rest if starts[bisect_right(starts, key) - 1] in held
+                    )
             keys = present
         return keys, flags
 
     # -- ranking ----------------------------------------------------------------------------------
 
+    def _norms(self) -> tuple[float, float, float]:
+        """Mean text, own-heading and document-field lengths (each at least 1)."""
+        n, docs = self._sections, len(self._docs)
+        return (
+            max(self._length / n if n else 0.0, 1.0),
+            max(self._heading_length / n if n else 0.0, 1.0),
+            max(self._doc_length / docs if docs else 0.0, 1.0),
+        )
+
+    def _doc_weight(self, entry: Entry, mean: float) -> float:
+        """The document field's weight for one term, normalized by its length."""
+        w = self.weights
+        return w.doc / (1 - w.doc_b + w.doc_b * len(entry.terms) / mean)
+
     def _score(
         self,
-        keys: set[int],
-        lists: Sequence[_TermPostings | None],
-        holders: Sequence[frozenset[int] | set[int]],
+        keys: list[int],
+        idf: Sequence[float],
+        holders: Sequence[set[int]],
         flags: Sequence[dict[int, int]],
+        bare: set[int],
+        accept: Callable[[Entry], bool] | None,
     ) -> list[tuple[float, int, int]]:
-        """``(-score, document id, section)`` for each of ``keys``."""
+        """``(-score, first slot, section)`` for each of the sorted ``keys`` whose document is
+        accepted and not a bare row (a bare row stands for all of its document's sections)."""
         w = self.weights
-        n = self._sections
-        k1, b, hb = w.k1, w.b, w.heading_b
-        # BM25's k1 * (1 - b + b * length / mean), and the heading field's, as c + slope * length
-        mean = max(self._length / n if n else 0.0, 1.0)
-        mean_heading = max(self._heading_length / n if n else 0.0, 1.0)
-        text_c, text_slope = k1 * (1 - b), k1 * b / mean
-        head_c, head_slope = 1 + k1 * (1 - hb), k1 * hb / mean_heading
-        idf = self._idf(lists)
-        terms = [
-            (weight * (k1 + 1), found, weight * w.heading * (k1 + 1), weight * w.trail)
-            for weight, found in zip(idf, flags, strict=True)
-        ]
-        held = [(weight * w.doc, ids) for weight, ids in zip(idf, holders, strict=True) if ids]
-        docs = self._docs
+        k1, trail, heading_weight = w.k1, w.trail, w.heading
+        mean, mean_heading, mean_doc = self._norms()
+        # each field's length normalization as c + slope * length
+        text_c, text_slope = 1 - w.b, w.b / mean
+        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
+        doc_c, doc_slope = 1 - w.doc_b, w.doc_b / mean_doc
+        scale = [weight * (k1 + 1) for weight in idf]
+        starts, docs = self._starts, self._docs
         out: list[tuple[float, int, int]] = []
-        doc_id = -1
-        for key in sorted(keys):  # by document, so each document is looked up once
-            if key >> DOC_SHIFT != doc_id:
-                doc_id = key >> DOC_SHIFT
-                doc = docs[doc_id]
+        end, skip = -1, True
+        start, lengths, heads, prior = 0, array("I"), b"", 0.0
+        terms: list[tuple[float, dict[int, int], float]] = []
+        for key in keys:
+            if key >= end:  # the next document: keys are sorted
+                doc = docs[starts[bisect_right(starts, key) - 1]]
+                start, end = doc.start, doc.start + doc.slots
+                skip = start in bare or (accept is not None and not accept(doc.entry))
+                if skip:
+                    continue
                 lengths, heads, prior = doc.lengths, doc.heads, -doc.prior
-                doc_bonus = sum(bonus for bonus, holding in held if doc_id in holding)
-            section = key & _SECTION
-            norm = text_c + text_slope * lengths[section]
-            raw = doc_bonus
-            for text_weight, found, heading, trail in terms:
-                flag = found.get(key)
-                if flag:
-                    tf = flag & TF_MAX
-                    if tf:
-                        raw += text_weight * tf / (tf + norm)
-                    if flag & IN_HEADING:
-                        raw += heading / (head_c + head_slope * heads[section])
-                    elif flag & IN_TRAIL:
-                        raw += trail
-            out.append((raw * prior, doc_id, section))
+                doc_weight = w.doc / (doc_c + doc_slope * len(doc.entry.terms))
+                terms = [
+                    (weight, found, doc_weight if start in held else 0.0)
+                    for weight, found, held in zip(scale, flags, holders, strict=True)
+                ]
+            elif skip:
+                continue
+            section = key - start
+            text = 1 / (text_c + text_slope * lengths[section])
+            raw = 0.0
+            for weight, found, in_doc in terms:
+                flag = found.get(key, 0)
+                # a heading, an ancestor's, the title: one field per term, the nearest
+                if flag & IN_HEADING:
+                    tf = heading_weight / (head_c + head_slope * heads[section])
+                elif flag & IN_TRAIL:
+                    tf = trail
+                else:
+                    tf = in_doc
+                tf += text * (flag & TF_MAX)
+                if tf:
+                    raw += weight * tf / (k1 + tf)
+            out.append((raw * prior, start, section))
         return out
 
-    def _score_bare(
-        self, bare: set[int], lists: Sequence[_TermPostings | None]
-    ) -> list[tuple[float, int, int]]:
-        """The bare rows: every term in tags or title, each worth the document weight, boosted."""
-        w = self.weights
-        raw = sum(self._idf(lists)) * w.doc * w.bare
-        docs = self._docs
-        return [(-raw * docs[d].prior, d, -1) for d in bare]
-
-    def _idf(self, lists: Sequence[_TermPostings | None]) -> list[float]:
-        n = self._sections
-        return [math.log(1 + (n - df + 0.5) / (df + 0.5)) for df in map(_length, lists)]
+    def _score_bare(self, bare: set[int], idf: Sequence[float]) -> list[tuple[float, int, int]]:
+        """The bare rows: every term in the document field alone, on the same scale."""
+        k1 = self.weights.k1
+        mean_doc = self._norms()[2]
+        out = []
+        for start in bare:
+            doc = self._docs[start]
+            tf = self._doc_weight(doc.entry, mean_doc)
+            raw = sum(idf) * tf * (k1 + 1) / (k1 + tf)
+            out.append((-raw * doc.prior, start, -1))
+        return out
 
     def _prior(self, entry: Entry) -> float:
         """Importance as a prior (it orders rows, it never admits one), then journal demotion."""
@@ -436,16 +544,12 @@ class BodyIndex:
             while scored and scored[0][0] == top[0]:
                 group.append(heapq.heappop(scored))
             if len(group) > 1:
-                if len({doc_id for _, doc_id, _ in group}) == len(group):
+                if len({start for _, start, _ in group}) == len(group):  # one row a document
                     group.sort(key=lambda row: docs[row[1]].entry.path)
                 else:
                     group.sort(
-                        key=lambda row: (docs[row[1]].entry.path, docs[row[1]].name(2 * row[2]))
+                        key=lambda row: (docs[row[1]].entry.path, _anchor(docs[row[1]], row[2]))
                     )
-            for score, doc_id, section in group[: LOOKUP_MAX - given]:
-                yield Hit(docs[doc_id], section, -score)
+            for score, start, section in group[: LOOKUP_MAX - given]:
+                yield Hit(docs[start], section, -score)
             given += len(group)
-
-
-def _length(found: _TermPostings | None) -> int:
-    return 0 if found is None else len(found.keys)

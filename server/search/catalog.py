@@ -1,101 +1,40 @@
-"""The LOOKUP catalog (protocol.md §10.1, §10.2, §10.5): one entry per live document, filters, and
-catalog-mode ranking.
+"""The LOOKUP catalog (docs/SPEC.md §5.7: the catalog entry, catalog mode, filters): one entry
+per live document, filters, and catalog-mode ranking.
 
 An entry is derived from the publisher's persisted metadata and the body. Real markdown (Obsidian
 vaults, Hugo sites, OKF repositories) keeps its own metadata in a leading YAML block, so where the
 publisher set no ``tags``, ``title``, ``importance`` or ``type``, the document's own frontmatter
-fills them in: every value read as a string (YAML lists of tags joined ``a,b``), nested maps
-ignored, malformed YAML ignored. ``type`` counts as unset when it is ``Document``: the server
-writes that default at publish time, so the stored metadata cannot tell it from an explicit one,
-and a document that declares its own type means it.
+fills them in (``protocol.document``, which also gives the title, so clients name a document
+alike). ``type`` counts as unset when it is ``Document``: the server writes that default at
+publish time, so the stored metadata cannot tell it from an explicit one, and a document that
+declares its own type means it.
 """
 
 from __future__ import annotations
 
-import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from datetime import datetime
 
-import yaml
-from frontmatter.default_handlers import YAMLHandler
-
-from markproto.protocol import mdoutline, metadata
-from markproto.protocol.gotext import SPACE, fold, lower, trim_space
+from markproto.protocol import document, metadata, times
+from markproto.protocol.document import OwnFacts
+from markproto.protocol.gotext import fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
-from markproto.protocol.paths import base, in_scope
-from markproto.server.search.text import catalog_terms, token_set
-
-log = logging.getLogger("markproto.server.search.catalog")
+from markproto.protocol.paths import in_scope
+from markproto.server.search.text import catalog_terms, word_set
 
 __all__ = [
     "Catalog",
     "Clause",
     "Entry",
     "FilterError",
-    "OwnFacts",
-    "own_facts",
     "parse_filter",
 ]
 
-_LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
-"""A loader that keeps every scalar a string: python-frontmatter's default would coerce."""
-_HANDLER = YAMLHandler()
-_FALLBACK_KEYS = ("tags", "title", "importance", "type")
 _JOURNAL_DEMOTE = 0.5
-_H1 = re.compile(f"^[{re.escape(SPACE.replace(chr(10), ''))}]*# ", re.MULTILINE)
 
 
 # --- entries -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class OwnFacts:
-    """What the catalog reads from a body: its frontmatter's fallback keys and its first
-    ``# `` line. Computed apart from the entry so bulk indexing can do it in a worker."""
-
-    frontmatter: dict[str, str]
-    h1: str
-
-
-def own_facts(body: str) -> OwnFacts:
-    block, content = mdoutline.split_frontmatter(body)
-    return OwnFacts(_frontmatter(block) if block is not None else {}, _first_h1(body, content))
-
-
-def _frontmatter(block: str) -> dict[str, str]:
-    """The fallback keys of a document's own frontmatter. ``mdoutline`` decides where the block
-    is (one rule with the section splitter); python-frontmatter's YAML handler reads it."""
-    try:
-        data = _HANDLER.load(block, Loader=_LOADER)
-    except (yaml.YAMLError, RecursionError) as exc:
-        log.debug("ignoring a document's malformed frontmatter: %s", exc)
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    out = {}
-    for key in _FALLBACK_KEYS:
-        value = data.get(key)
-        if key == "tags" and isinstance(value, list):
-            value = ",".join(item for item in value if isinstance(item, str))
-        if isinstance(value, str):
-            if key == "tags":
-                value = metadata.normalize_tags(value)
-            if trim_space(value):
-                out[key] = value
-    return out
-
-
-def _first_h1(body: str, start: int) -> str:
-    """The reference's title fallback: the first line that, trimmed, starts with ``# `` (a naive
-    scan: a ``# x`` in a code fence counts). The document's own frontmatter is not scanned."""
-    match = _H1.search(body, start)
-    if match is None:
-        return ""
-    end = body.find("\n", match.end())
-    return trim_space(body[match.end() : end if end >= 0 else len(body)])
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -110,7 +49,7 @@ class Entry:
     meta: dict[str, str]
     """Persisted publisher metadata plus the frontmatter fallbacks; filters compare against it."""
     terms: frozenset[str]
-    """Body-match tokens of the tags and the title (§10.1)."""
+    """Body-match words of the tags and the title (SPEC §5.7)."""
     demote: float
     """0.5 under a ``journal`` path segment, else 1."""
     title_key: str
@@ -130,7 +69,7 @@ class Entry:
             if not current or (key == "type" and current == metadata.DEFAULT_TYPE):
                 effective[key] = value
         tags = tuple(metadata.split_tags(effective.get("tags", "")))
-        title = trim_space(effective.get("title", "")) or facts.h1 or base(path)
+        title = document.title(path, meta, facts)
         return cls(
             path=path,
             title=title,
@@ -138,7 +77,7 @@ class Entry:
             importance=metadata.parse_importance(effective.get("importance")),
             modified=modified,
             meta=effective,
-            terms=frozenset(token_set((*tags, title))),
+            terms=frozenset(word_set((*tags, title))),
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
             title_key=lower(title),
             tag_keys=frozenset(fold(tag) for tag in tags),
@@ -174,15 +113,8 @@ class Clause:
         return entry.meta.get(self.key) == self.value
 
 
-_RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:[.,]([0-9]+))?"
-    r"(?:Z|([+-])([0-9]{2}):([0-9]{2}))"
-)
-_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
-
-
 def parse_filter(text: str) -> tuple[Clause, ...]:
-    """Parse a ``filter`` value (§10.5), raising ``FilterError`` with the reference's message."""
+    """Parse a ``filter`` value (SPEC §5.7), raising ``FilterError`` with the wire message."""
     clauses = []
     for raw in trim_space(text).split(","):
         clause = trim_space(raw)
@@ -194,7 +126,7 @@ def parse_filter(text: str) -> tuple[Clause, ...]:
             raise FilterError(f"malformed filter clause {metadata.go_quote(clause)}")
         moment = None
         if key in ("modified-after", "modified-before"):
-            moment = _parse_time(value)
+            moment = times.parse_time(value) or times.parse_date(value)
             if moment is None:
                 raise FilterError(
                     f"filter {key}: invalid date {metadata.go_quote(value)} "
@@ -202,30 +134,6 @@ def parse_filter(text: str) -> tuple[Clause, ...]:
                 )
         clauses.append(Clause(key, value, moment))
     return tuple(clauses)
-
-
-def _parse_time(value: str) -> datetime | None:
-    """Go ``time.Parse`` with ``time.RFC3339`` (fractions beyond microseconds truncated), then
-    ``2006-01-02`` as UTC midnight."""
-    try:
-        if stamp := _RFC3339.fullmatch(value):
-            year, month, day, hour, minute, second, fraction, sign, oh, om = stamp.groups()
-            zone = UTC
-            if sign is not None:
-                if int(oh) > 23 or int(om) > 59:
-                    return None
-                offset = timedelta(hours=int(oh), minutes=int(om))
-                zone = timezone(-offset if sign == "-" else offset)
-            micro = int((fraction or "0")[:6].ljust(6, "0"))
-            return datetime(
-                int(year), int(month), int(day), int(hour), int(minute), int(second), micro, zone
-            )
-        if date := _DATE.fullmatch(value):
-            year, month, day = map(int, date.groups())
-            return datetime(year, month, day, tzinfo=UTC)
-    except ValueError:
-        return None
-    return None
 
 
 # --- the catalog -------------------------------------------------------------------------------
@@ -252,8 +160,8 @@ class Catalog:
     def entries(self) -> Iterable[Entry]:
         return self._entries.values()
 
-    def search(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
-        """Catalog mode (§10.2): up to ``LOOKUP_MAX`` entries in scope passing every clause,
+    def match(self, query: str, scope: str, clauses: Sequence[Clause] = ()) -> list[Entry]:
+        """Catalog mode (SPEC §5.7): up to ``LOOKUP_MAX`` entries in scope passing every clause,
         by score, importance, newest, path. ``*`` matches all with score 0."""
         match_all = trim_space(query) == "*"
         terms = catalog_terms(query)

@@ -1,12 +1,15 @@
-"""LOOKUP's text rules (protocol.md §10.2-10.3): markup stripping, body-match tokens, query terms.
+"""LOOKUP's text rules (docs/SPEC.md §5.7, catalog and body mode): markup stripping, body-match
+words, query terms.
+
+The spec's "tokens" are called words here: in this code base a token is a credential.
 
 Each rule is the reference's, character for character: Go's string semantics come from
-``gotext`` (§13.12), RE2's ``\\s``/``\\d`` are written as ASCII classes, and Python's ``\\w`` is
+``gotext`` (SPEC §1.1), RE2's ``\\s``/``\\d`` are written as ASCII classes, and Python's ``\\w`` is
 Go's word rune. Python's own whitespace rules (``str.split``, ``str.strip``) run only on text
 ``gotext.has_info_separators`` clears.
 
-Indexing speed matters (every startup tokenizes every body), so the common cases run as whole-text
-C-level operations and the exact per-field rules are the fallback for rare characters.
+Indexing speed matters (every startup splits every body into words), so the common cases run as
+whole-text C-level operations and the exact per-field rules are the fallback for rare characters.
 """
 
 from __future__ import annotations
@@ -20,17 +23,17 @@ from markproto.protocol.limits import TOKEN_MAX_BYTES
 
 __all__ = [
     "catalog_terms",
-    "field_tokens",
+    "field_words",
     "loose_text",
     "query_terms",
     "strip_line",
     "strip_markup",
-    "text_tokens",
-    "token_set",
+    "text_words",
+    "word_set",
 ]
 
 
-# --- tokens ------------------------------------------------------------------------------------
+# --- words -------------------------------------------------------------------------------------
 
 _WORD_RUNS = re.compile(r"\w+")
 _TRIM = re.compile(r"\A\W+|\W+\Z")
@@ -41,21 +44,21 @@ _COMPOUNDS = re.compile(r"(?<!\S)[^\w\s]*(\w+(?:[^\w\s]+\w+)+)")
 
 
 _SURELY_FITS = TOKEN_MAX_BYTES // 4
-"""Runes of at most four bytes: a token this short is within the byte limit."""
+"""Runes of at most four bytes: a word this short is within the byte limit."""
 
 
-def _fits(token: str) -> bool:
-    return len(token) >= 2 and (len(token) <= _SURELY_FITS or _utf8_fits(token))
+def _fits(word: str) -> bool:
+    return len(word) >= 2 and (len(word) <= _SURELY_FITS or _utf8_fits(word))
 
 
-def _utf8_fits(token: str) -> bool:
-    return len(token.encode()) <= TOKEN_MAX_BYTES
+def _utf8_fits(word: str) -> bool:
+    return len(word.encode()) <= TOKEN_MAX_BYTES
 
 
-def field_tokens(field: str) -> list[str]:
-    """The tokens of one whitespace-free field (§10.3): the trimmed, lower-cased whole word, then,
-    if it holds a non-word rune, each of its word runs; each kept only at >= 2 runes and <= 32
-    bytes."""
+def field_words(field: str) -> list[str]:
+    """The words of one whitespace-free field (SPEC §5.7): the trimmed, lower-cased whole word,
+    then, if it holds a non-word rune, each of its word runs; each kept only at >= 2 runes and
+    <= 32 bytes."""
     whole = lower(_TRIM.sub("", field))
     if not whole:
         return []
@@ -66,46 +69,46 @@ def field_tokens(field: str) -> list[str]:
     return out
 
 
-def text_tokens(text: str) -> list[str]:
-    """Every token of every field of ``text``, with repeats (their count is the section length).
+def text_words(text: str) -> list[str]:
+    """Every word of every field of ``text``, with repeats (their count is the section length).
 
-    Equal to chaining ``field_tokens`` over ``fields(text)``, but mostly in C: a field of word
-    runes alone is its own token, and the other fields, joined, give their tokens in two regex
+    Equal to chaining ``field_words`` over ``fields(text)``, but mostly in C: a field of word
+    runes alone is its own word, and the other fields, joined, give their words in two regex
     scans (each field's word runs, and the trimmed core of each field with several runs).
     """
     if has_info_separators(text):
-        return [token for field in fields(text) for token in field_tokens(field)]
-    words = lower(text).split()
-    odd = " ".join([word for word in words if not word.isalnum()])
+        return [word for field in fields(text) for word in field_words(field)]
+    parts = lower(text).split()
+    odd = " ".join([part for part in parts if not part.isalnum()])
     if text.isascii():
-        tokens = [word for word in words if word.isalnum() and 1 < len(word) <= TOKEN_MAX_BYTES]
+        out = [part for part in parts if part.isalnum() and 1 < len(part) <= TOKEN_MAX_BYTES]
         if odd:
-            tokens += _SHORT_RUNS.findall(odd)
-            tokens += [core for core in _COMPOUNDS.findall(odd) if len(core) <= TOKEN_MAX_BYTES]
-        return tokens
-    tokens = [
-        word
-        for word in words
-        if word.isalnum() and len(word) > 1 and (len(word) <= _SURELY_FITS or _utf8_fits(word))
+            out += _SHORT_RUNS.findall(odd)
+            out += [core for core in _COMPOUNDS.findall(odd) if len(core) <= TOKEN_MAX_BYTES]
+        return out
+    out = [
+        part
+        for part in parts
+        if part.isalnum() and len(part) > 1 and (len(part) <= _SURELY_FITS or _utf8_fits(part))
     ]
     if odd:
-        tokens += [
+        out += [
             run for run in _SHORT_RUNS.findall(odd) if len(run) <= _SURELY_FITS or _utf8_fits(run)
         ]
-        tokens += filter(_fits, _COMPOUNDS.findall(odd))
-    return tokens
+        out += filter(_fits, _COMPOUNDS.findall(odd))
+    return out
 
 
-def token_set(texts: Iterable[str]) -> set[str]:
-    """The distinct tokens of several texts (a heading trail; tags and a title)."""
+def word_set(texts: Iterable[str]) -> set[str]:
+    """The distinct words of several texts (a heading trail; tags and a title)."""
     out: set[str] = set()
     for text in texts:
-        out.update(text_tokens(text))
+        out.update(text_words(text))
     return out
 
 
 def query_terms(query: str) -> list[str]:
-    """Body-mode query terms (§10.3): each field trimmed and lower-cased; over 32 bytes it is
+    """Body-mode query terms (§5.7): each field trimmed and lower-cased; over 32 bytes it is
     replaced by its word runs; kept at >= 2 runes; duplicates dropped, first seen order kept."""
     out: dict[str, None] = {}
     for field in fields(query):
@@ -119,7 +122,7 @@ def query_terms(query: str) -> list[str]:
 
 
 def catalog_terms(query: str) -> list[str]:
-    """Catalog-mode terms (§10.2): the distinct whitespace fields of the lower-cased query."""
+    """Catalog-mode terms (§5.7): the distinct whitespace fields of the lower-cased query."""
     return list(dict.fromkeys(fields(lower(query))))
 
 
@@ -140,7 +143,7 @@ _TEXT = methodcaller("group", 1)
 
 
 def strip_markup(raw: str) -> str:
-    """Markdown reduced to prose lines (§10.3 stripMarkup).
+    """Markdown reduced to prose lines (SPEC §5.7, "Body mode: what is indexed").
 
     The reference applies every rule line by line. Here the line-start rules run per line, and
     the rules that work inside a line (links, tags, inline marks) run once over the kept lines,

@@ -18,9 +18,11 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from markproto.protocol.watch import OP_APPEND, OP_ARCHIVE, OP_PUBLISH
 from markproto.server.storage import recovery
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
 from markproto.server.storage.store import (
@@ -70,6 +72,23 @@ class WriteTimedOut(Exception):
         self.started = started
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to a served document, as WATCH tells it (SPEC §5.8): a new version
+    (``publish``, ``append``), or the document hidden (``archive``) or shown again (``publish``
+    of the same version)."""
+
+    path: str
+    version: int
+    op: str
+    content_hash: str
+    agent: str
+
+
+def _change(doc: Version | CurrentVersion, op: str) -> Change:
+    return Change(doc.path, doc.number, op, doc.content_hash, doc.meta.get("agent", ""))
+
+
 class _VersionCache:
     """A byte-bounded LRU of versions read in full; they never change, so entries never go stale."""
 
@@ -101,6 +120,8 @@ class Content:
         self._store = store
         self._snapshot = Snapshot()
         self.indexes = list(indexes)
+        self.observers: list[Callable[[Change], None]] = []
+        """Told of every change once it is applied (the WATCH change log)."""
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
@@ -195,19 +216,20 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        return await self._write(self._store.publish, path, body, meta, expected)
+        return await self._write(OP_PUBLISH, self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        return await self._write(self._store.append, path, text, overlay, expected)
+        return await self._write(OP_APPEND, self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        return await self._write(self._store.set_archived, path, archived)
+        return await self._write(OP_ARCHIVE, self._store.set_archived, path, archived)
 
-    async def _write(self, fn: Callable[..., T], *args: object) -> T:
+    async def _write(self, op: str, fn: Callable[..., T], *args: object) -> T:
         """Run one write on the writer thread and apply its result.
 
+        ``op`` is what WATCH is told it was (an archive flag set to false is told as a publish).
         Cancelled while it waits (the request timed out, or its peer left), it is taken out of
         the queue and raises `WriteTimedOut` (not applied). Cancelled while it runs, it cannot be
         stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied whenever it
@@ -221,21 +243,27 @@ class Content:
             if job.cancel():
                 raise WriteTimedOut(started=False) from None
             if not job.done():
-                asyncio.wrap_future(job).add_done_callback(self._landed)
+                asyncio.wrap_future(job).add_done_callback(partial(self._landed, op))
                 raise WriteTimedOut(started=True) from None
             outcome = job.result()
-        self._settle(outcome)
+        self._settle(outcome, op)
         return outcome
 
-    def _landed(self, job: asyncio.Future[Any]) -> None:
+    def _landed(self, op: str, job: asyncio.Future[Any]) -> None:
         if not job.cancelled() and job.exception() is None:
-            self._settle(job.result())
+            self._settle(job.result(), op)
 
-    def _settle(self, outcome: object) -> None:
+    def _settle(self, outcome: object, op: str) -> None:
+        """Apply a write's outcome to the snapshot and the indexes, and tell WATCH of a change."""
         if isinstance(outcome, Written):
             self._apply(outcome.version)
+            if outcome.created or op == OP_APPEND:
+                self._tell(_change(outcome.version, op))
         elif isinstance(outcome, Version):
+            before = self._snapshot.get(outcome.path)
             self._apply(outcome)
+            if before is None or before.archived != outcome.archived:
+                self._tell(_change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH))
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -247,6 +275,13 @@ class Content:
                 index.remove(version.path)
             else:
                 index.put(version)
+
+    def _tell(self, change: Change) -> None:
+        for observer in self.observers:
+            try:
+                observer(change)
+            except Exception:
+                log.exception("a change observer failed")
 
     def _forget(self, path: str) -> None:
         self._snapshot.remove(path)
@@ -307,13 +342,30 @@ class Content:
                 self._snapshot.remove_dir(path)
         updated, removed = [], []
         for path, version in changed.items():
+            before = self._snapshot.get(path)
             if version is None:
                 self._forget(path)
                 removed.append(path)
+                if before is not None and not before.archived:
+                    self._tell(_change(before, OP_ARCHIVE))
             else:
                 self._apply(version)
                 updated.append(path)
+                change = _scanned(before, version)
+                if change is not None:
+                    self._tell(change)
         return Changes(tuple(updated), tuple(removed))
+
+
+def _scanned(before: CurrentVersion | None, after: Version) -> Change | None:
+    """What a change scan's new view of a document tells a watcher, if anything visible changed:
+    hidden now (``archive``), or shown with new content or again (``publish``)."""
+    shown_before = before is not None and not before.archived
+    if after.archived:
+        return _change(after, OP_ARCHIVE) if shown_before else None
+    if shown_before and before is not None and before.file == after.file:
+        return None
+    return _change(after, OP_PUBLISH)
 
 
 def _history_key(history: History) -> bytes:

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 from markproto import durable
-from markproto.protocol import bodies, metadata, paths, status, storefmt
+from markproto.protocol import bodies, digests, metadata, paths, status, storefmt
 from markproto.protocol.errors import InvalidMetadata, StoreFormatError
 from markproto.protocol.limits import MAX_BODY, STORED_FILE_MAX
 from markproto.server.storage.layout import (
@@ -344,7 +344,7 @@ class Store:
             pointer = self.layout.pointer(path)
             if pointer is not None and pointer.legacy:
                 self._migrate(path, pointer)
-            previous = "sha256-" + current.etag
+            previous = digests.hash_ref_of_hex(current.etag)
         number = current.number + 1 if current else 1
         data = storefmt.emit_version(number, previous, meta, body)
         final = f"v{number}"

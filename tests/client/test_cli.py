@@ -100,7 +100,15 @@ def test_options_take_one_or_two_dashes_before_or_after_the_url(args: list[str])
     result = mark(*args)
     assert result.exit_code == 1, result.output
     assert result.stderr.endswith("mark: 127.0.0.1:1: unreachable (connection refused)\n")
-    assert result.stdout == ""
+    if "-json" in args:
+        assert json.loads(result.stdout) == {
+            "status": "error",
+            "error": "unreachable",
+            "message": "127.0.0.1:1: unreachable (connection refused)",
+            "exit_code": 1,
+        }
+    else:
+        assert result.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -134,17 +142,29 @@ def test_options_take_one_or_two_dashes_before_or_after_the_url(args: list[str])
         (["publish", "-force", "-file", "/nonexistent/file", CLOSED + "/a.md"], "nonexistent"),
         (["fetch", "-auth", "two words", CLOSED + "/a.md"], "one word"),
         (["fetch", "-timeout", "0", CLOSED + "/a.md"], "0"),
-        (["fetch", "-bogus", CLOSED + "/a.md"], "No such option"),
+        (["fetch", "-bogus", CLOSED + "/a.md"], "no such option -bogus"),
+        (["fetch", "-o", CLOSED + "/a.md"], "no such option -o; did you mean -outline?"),
+        (["publish", "-f", CLOSED + "/a.md"], "did you mean -file or -force?"),
+        (["fetch", "-jsno", CLOSED + "/a.md"], "no such option -jsno; did you mean -json?"),
+        (["fetch", "--outlin", CLOSED], "did you mean -outline? (see 'mark fetch --help')"),
+        (["publish", "-force", "-meta", "importance=2", CLOSED + "/a.md"], 'got "2"'),
+        (["publish", "-force", "-meta", "importance=x", CLOSED + "/a.md"], "from 0 to 1"),
+        (["publish", "-force", "-meta", "retention=0", CLOSED + "/a.md"], "positive integer"),
+        (["publish", "-force", "-body", "x", CLOSED + "/a.md#s"], "drop #s"),
+        (["append", "-body", "x", CLOSED + "/a.md#s"], "APPEND writes the whole document"),
+        (["archive", CLOSED + "/a.md#s"], "ARCHIVE writes the whole document"),
         (["edit", CLOSED + "/a.txt"], "whole .md document"),
         (["edit", CLOSED + "/a.md#part"], "whole .md document"),
         (["token", "add", "nonsense", "tok"], "not a mark:// URL"),
-        (["nosuchcommand"], "No such command"),
+        (["nosuchcommand"], "no such command 'nosuchcommand' (see 'mark --help')"),
+        (["fetc"], "no such command 'fetc'; did you mean fetch?"),
     ],
 )
 def test_usage_errors_exit_2_and_say_why(args: list[str], message: str) -> None:
     result = mark(*args)
     assert result.exit_code == 2, result.output
     assert message in result.stderr
+    assert result.stderr.count("\n") == 1  # one line
     assert result.stdout == ""
 
 

@@ -352,13 +352,26 @@ async def test_permanent_failures_are_not_retried(failure: TransportError) -> No
 async def test_a_write_that_may_have_landed_is_never_resent() -> None:
     client, pool = scripted(RequestTimeout("h:1: no response within 10 s", sent=True), CREATED)
     with pytest.raises(OutcomeUnknown) as caught:
-        await client.publish("mark://h:1/a.md#x", b"# A\n", expected_version=3)
+        await client.publish("mark://h:1/a.md", b"# A\n", expected_version=3)
     assert caught.value.sent is True
     assert str(caught.value) == (
         "h:1: no response within 10 s; the outcome of PUBLISH is unknown: it may have been "
         "applied, so fetch mark://h:1/a.md before retrying"
     )
     assert pool.sent == [b'PUBLISH /a.md\n---\nauth: tok\nexpected-version: "3"\n---\n# A\n']
+
+
+@pytest.mark.parametrize("verb", ["publish", "append", "archive"])
+async def test_a_write_to_a_section_is_refused_before_anything_is_sent(verb: str) -> None:
+    client, pool = scripted(CREATED)
+    call = {
+        "publish": lambda: client.publish("mark://h:1/a.md#part", b"x", expected_version=None),
+        "append": lambda: client.append("mark://h:1/a.md#part", b"x"),
+        "archive": lambda: client.archive("mark://h:1/a.md#part"),
+    }[verb]
+    with pytest.raises(UsageError, match=r"writes the whole document, not one section: drop #part"):
+        await call()
+    assert pool.sent == []
 
 
 async def test_a_write_that_never_left_is_retried() -> None:

@@ -27,6 +27,7 @@ from markproto.client import (
     TransportError,
     Trust,
     Unreachable,
+    UsageError,
 )
 from markproto.client.connection import split_authority
 from markproto.protocol.limits import ALPN
@@ -432,19 +433,8 @@ async def test_close_tells_the_server_and_leaves_no_tasks(certs: tuple[Path, Pat
         blackhole.close()
 
 
-@pytest.mark.parametrize(
-    ("authority", "expected"),
-    [
-        ("localhost:6309", ("localhost", 6309)),
-        ("[::1]:7000", ("::1", 7000)),
-        ("10.0.0.1:1", ("10.0.0.1", 1)),
-    ],
-)
-def test_split_authority(authority: str, expected: tuple[str, int]) -> None:
-    assert split_authority(authority) == expected
-
-
-@pytest.mark.parametrize("authority", ["localhost", ":6309", "::1:6309", "h:0", "h:65536", "h:x"])
-def test_split_authority_refuses(authority: str) -> None:
-    with pytest.raises(ValueError, match="is not host:port"):
-        split_authority(authority)
+def test_a_bad_authority_is_a_usage_error() -> None:
+    """The protocol's authority rule (tests/protocol/test_url.py), raised as the client's error."""
+    assert split_authority("[::1]:7000") == ("::1", 7000)
+    with pytest.raises(UsageError, match="IPv6 addresses go in brackets"):
+        split_authority("::1:6309")

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from support.server import WRITE_TOKEN, RunningServer, running_server
 
-from markproto.client import Cache, Client, InvalidURL, TokenStore, Trust, UsageError
+from markproto.client import Cache, Client, InvalidURL, TokenStore, Trust, UsageError, environment
 from markproto.client.cli import main
 from markproto.protocol.url import parse_url
 from markproto.server import devcert
@@ -40,7 +40,31 @@ def test_the_defaults_of_the_parts_follow_mark_home(
     assert Cache().directory == tmp_path / "elsewhere" / "cache"
     assert Client().pool.trust.known_hosts == tmp_path / "elsewhere" / "known_hosts"
     monkeypatch.delenv("MARK_HOME")
-    assert Trust().known_hosts == Path("~/.mark/known_hosts").expanduser()
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert Trust().known_hosts == tmp_path / "user/.config/markproto/known_hosts"
+    assert Cache().directory == tmp_path / "user/.cache/markproto"
+
+
+def test_state_goes_to_mark_home_then_an_existing_dot_mark_then_xdg(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    xdg = {"HOME": str(user), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    xdg["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    assert environment.home(xdg) == tmp_path / "cfg/markproto"
+    assert environment.cache_dir(xdg) == tmp_path / "cache/markproto"
+    relative = {"HOME": str(user), "XDG_CONFIG_HOME": "cfg", "XDG_CACHE_HOME": "c"}
+    assert environment.home(relative) == user / ".config/markproto"  # relative XDG is ignored
+    assert environment.cache_dir(relative) == user / ".cache/markproto"
+    (user / ".mark").mkdir(parents=True)  # the reference client's home, shared with it
+    assert environment.home(xdg) == user / ".mark"
+    assert environment.cache_dir(xdg) == user / ".mark/cache"
+    explicit = {**xdg, "MARK_HOME": str(tmp_path / "explicit")}
+    assert environment.home(explicit) == tmp_path / "explicit"
+    assert environment.cache_dir(explicit) == tmp_path / "explicit/cache"
+    client = Client.from_environment(environ=xdg)
+    assert client.cache is not None
+    assert client.cache.directory == user / ".mark/cache"
 
 
 def test_an_explicit_token_goes_to_the_named_server_only(tmp_path: Path) -> None:

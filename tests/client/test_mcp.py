@@ -6,29 +6,24 @@ scripted pool."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp import Client as MCPClient
-from mcp.shared.exceptions import MCPError
+from support.agent import MARKER, Session, live_client, session, split
 from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server
 
 from markproto.client import (
     Client,
-    Pool,
     Tokens,
     TokenStore,
     TransportError,
-    Trust,
     Unreachable,
 )
 from markproto.client import mcp as bridge
@@ -44,57 +39,23 @@ TOOLS = {
     "mark_fetch": ["url", "force", "verbose", "offset"],
     "mark_list": ["url", "include_archived", "cursor", "page_size", "verbose", "offset"],
     "mark_versions": ["url", "verbose", "offset"],
-    "mark_lookup": ["url", "query", "filter", "limit", "match", "verbose", "offset"],
-    "mark_publish": ["url", "body", "expected_version", "metadata"],
+    "mark_discover": ["url"],
+    "mark_lookup": ["url", "query", "filter", "limit", "match", "budget", "verbose", "offset"],
+    "mark_explore": ["url", "direction", "relations", "page_size", "cursor", "verbose"],
+    "mark_backlinks": ["url", "verbose", "offset"],
+    "mark_graph": ["url", "depth", "verbose", "offset"],
+    "mark_publish": ["url", "body", "expected_version", "metadata", "on_conflict"],
     "mark_append": ["url", "body", "expected_version", "metadata"],
     "mark_archive": ["url"],
-    "mark_discover": ["url"],
+    "mark_changes": ["url", "since"],
 }
-SCHEMA_BUDGET = 9_400
-MARKER = re.compile(
-    r"\[truncated: showing characters ([\d,]+)-([\d,]+) of ([\d,]+); (.*)\]\n\Z"
-    r"|\[showing characters ([\d,]+)-([\d,]+) of ([\d,]+): the end\]\n\Z"
-)
-
-
-@dataclass
-class Session:
-    """One SDK client session on the bridge."""
-
-    mcp: MCPClient
-
-    async def call(self, tool: str, **args: object) -> str:
-        """The text of a result that is not an error."""
-        result = await self.mcp.call_tool(tool, args)
-        text = result.content[0].text  # type: ignore[union-attr]
-        assert result.is_error is False, text
-        assert len(result.content) == 1
-        assert result.structured_content is None
-        return text
-
-    async def fail(self, tool: str, **args: object) -> str:
-        """The message of a tool error, without the SDK's prefix."""
-        result = await self.mcp.call_tool(tool, args)
-        text = result.content[0].text  # type: ignore[union-attr]
-        assert result.is_error is True, text
-        prefix = f"Error executing tool {tool}: "
-        assert text.startswith(prefix)
-        return text.removeprefix(prefix)
-
-
-@asynccontextmanager
-async def session(client: Client, host: MarkURL | None, mode: str) -> AsyncIterator[Session]:
-    async with client, MCPClient(bridge.build_server(client, host), mode=mode) as mcp:
-        yield Session(mcp)
-
-
-def live_client(server: RunningServer, tokens: Tokens) -> Client:
-    return Client(Pool(Trust(cafile=str(server.cert))), tokens=tokens, retry_delay=0)
-
-
-@pytest.fixture(params=["auto", "legacy"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+"""The tools in the order they are listed (mark_lookup_all follows mark_lookup when there are
+several servers)."""
+LOOKUP_ALL = ["query", "scope", "filter", "limit", "match", "budget", "verbose"]
+SCHEMA_BUDGET = 9 * 1024
+"""Bytes of the full profile's tools/list (issue 18), with every tool group registered."""
+WRITES = {"mark_publish": (True, True), "mark_append": (False, False), "mark_archive": (True, True)}
+"""destructiveHint, idempotentHint of the write tools."""
 
 
 @pytest.fixture
@@ -119,25 +80,16 @@ def connect(server: RunningServer, host: MarkURL, mode: str) -> Connect:
     return lambda: session(live_client(server, tokens), host, mode)
 
 
-def split(text: str) -> tuple[dict[str, str], str]:
-    """An envelope's ``key: value`` lines and its body."""
-    head, _, body = text.partition("\n\n")
-    fields = dict(line.split(": ", 1) for line in head.splitlines())
-    return fields, body
-
-
 # --- the surface ------------------------------------------------------------------------------
 
 
-async def test_tools_have_the_reference_names_and_parameters_within_the_schema_budget(
-    connect: Connect,
-) -> None:
+async def test_tools_have_the_reference_names_parameters_and_hints(connect: Connect) -> None:
     async with connect() as agent:
         listed = await agent.mcp.list_tools()
         tools = {tool.name: tool for tool in listed.tools}
-        assert {
-            name: list(tool.input_schema["properties"]) for name, tool in tools.items()
-        } == TOOLS
+        assert [
+            (name, list(tool.input_schema["properties"])) for name, tool in tools.items()
+        ] == list(TOOLS.items())
         assert tools["mark_fetch"].input_schema["required"] == ["url"]
         assert tools["mark_lookup"].input_schema["required"] == ["url", "query"]
         assert tools["mark_publish"].input_schema["required"] == ["url", "body", "expected_version"]
@@ -145,19 +97,55 @@ async def test_tools_have_the_reference_names_and_parameters_within_the_schema_b
             "catalog",
             "body",
         ]
+        publish = tools["mark_publish"].input_schema["properties"]
+        assert publish["on_conflict"] == {
+            "default": "fail",
+            "description": publish["on_conflict"]["description"],
+            "enum": ["fail", "merge"],
+            "type": "string",
+        }
         for name, tool in tools.items():
             assert tool.output_schema is None
             assert tool.description and "\n " not in tool.description
-            writes = name in ("mark_publish", "mark_append", "mark_archive")
-            assert tool.description.endswith("Requires -token.") is writes
-            assert tool.annotations is not None and tool.annotations.read_only_hint is not writes
-        metadata = tools["mark_publish"].input_schema["properties"]["metadata"]
-        assert "tags" in metadata["description"] and "importance" in metadata["description"]
-        served = listed.model_dump_json(by_alias=True, exclude_none=True)
-        assert len(served.encode()) < SCHEMA_BUDGET
+            assert "title" not in tool.input_schema
+            assert all("title" not in p for p in tool.input_schema["properties"].values())
+            hints = tool.annotations
+            assert hints is not None
+            assert tool.description.endswith("Requires -token.") is (name in WRITES)
+            if name in WRITES:
+                assert hints.read_only_hint is False
+                assert (hints.destructive_hint, hints.idempotent_hint) == WRITES[name]
+            else:
+                assert (hints.read_only_hint, hints.destructive_hint) == (True, None)
+        assert "tags" in publish["metadata"]["description"]
+        assert "kept" in publish["metadata"]["description"]
 
 
-async def test_instructions_name_the_host_and_the_cheap_path(
+async def test_the_full_tool_list_stays_small_and_lean_leaves_out_the_advanced_tools(
+    server: RunningServer, host: MarkURL, mode: str
+) -> None:
+    other = parse_url("mark://127.0.0.1:1")
+    tokens = Tokens(None, {})
+    sizes = {}
+    for profile in ("full", "lean"):
+        async with session(live_client(server, tokens), [host, other], mode, profile) as agent:
+            listed = await agent.mcp.list_tools()
+            names = [tool.name for tool in listed.tools]
+            sizes[profile] = len(listed.model_dump_json(by_alias=True, exclude_none=True))
+            if profile == "full":
+                assert names == [*[*TOOLS][:5], "mark_lookup_all", *[*TOOLS][5:]]
+                lookup_all = next(t for t in listed.tools if t.name == "mark_lookup_all")
+                assert list(lookup_all.input_schema["properties"]) == LOOKUP_ALL
+                assert lookup_all.input_schema["required"] == ["query"]
+            else:
+                assert "mark_discover" not in names and "mark_lookup_all" in names
+    assert sizes["lean"] < sizes["full"] <= SCHEMA_BUDGET
+    async with session(live_client(server, tokens), host, mode) as agent:
+        names = [tool.name for tool in (await agent.mcp.list_tools()).tools]
+        assert "mark_lookup_all" not in names  # one server: mark_lookup is the whole story
+
+
+async def test_instructions_name_the_hosts_and_the_cheap_path(
     connect: Connect, host: MarkURL
 ) -> None:
     async with connect() as agent:
@@ -167,15 +155,18 @@ async def test_instructions_name_the_host_and_the_cheap_path(
         for phrase in (
             'match "body"',
             "limit 3",
+            "budget 1200",
+            ">>> path/vN#anchor",
             "#anchor",
             "never infer",
             "catalog",
             "[truncated",
         ):
             assert phrase in text
-        assert bridge.instructions(None).startswith(
-            "Use full mark:// URLs like mark://host/index.md."
-        )
+    assert bridge.instructions(()).startswith("Use full mark:// URLs like mark://host/index.md.")
+    two = bridge.instructions([host, parse_url("mark://b.example")])
+    assert f"Connected to {host.identity}; use bare paths like /index.md. " in two
+    assert "Also mark://b.example: full URLs, or mark_lookup_all to search them all." in two
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -194,11 +185,11 @@ async def test_fetch_returns_the_lean_envelope_and_verbose_adds_every_key(
         assert list(fields) == ["status", "version", "modified"]
 
         assert await agent.call("mark_fetch", url="/notes/quic.md") == (
-            f"status: ok\nversion: 1\ntitle: QUIC notes\n\n{QUIC}"
+            f"status: ok\nversion: 1\ntitle: QUIC notes\ntags: quic,transport\n\n{QUIC}"
         )
         fields, body = split(await agent.call("mark_fetch", url="/notes/quic.md", verbose=True))
         assert body == QUIC
-        assert list(fields)[:3] == ["status", "version", "title"]
+        assert list(fields)[:4] == ["status", "version", "title", "tags"]
         assert {"content-hash", "etag", "modified", "importance", "tags", "type"} <= set(fields)
         assert (fields["tags"], fields["importance"]) == ("quic,transport", "0.8")
         # A full URL names the same document.
@@ -217,22 +208,62 @@ async def test_fetch_anchor_returns_one_section_and_an_unknown_anchor_lists_them
             "## Flow control\n\nThe receive window doubles.\n"
         )
         assert await agent.fail("mark_fetch", url="/notes/quic.md#flow") == (
-            f"{host.identity}/notes/quic.md#flow: no section #flow "
+            f"url: {host.identity}/notes/quic.md#flow: no section #flow "
             "(sections: #quic-notes, #flow-control)"
         )
 
 
-async def test_fetch_title_follows_the_catalog_rule(connect: Connect) -> None:
+async def test_fetch_shows_at_most_ten_tags_unless_verbose(connect: Connect) -> None:
+    async with connect() as agent:
+        tags = ",".join(f"t{i}" for i in range(13))
+        await agent.call(
+            "mark_publish", url="/t.md", body="# T\n", expected_version=0, metadata={"tags": tags}
+        )
+        fields, _ = split(await agent.call("mark_fetch", url="/t.md"))
+        assert fields["tags"] == "t0,t1,t2,t3,t4,t5,t6,t7,t8,t9,+3 more"
+        fields, _ = split(await agent.call("mark_fetch", url="/t.md", verbose=True))
+        assert fields["tags"] == tags
+
+
+async def test_folder_and_document_tools_refuse_the_other_kind_before_sending(
+    connect: Connect,
+) -> None:
+    async with connect() as agent:
+        await agent.call("mark_publish", url="/docs/a.md", body=QUIC, expected_version=0)
+        for tool, args in (
+            ("mark_list", {}),
+            ("mark_lookup", {"query": "window"}),
+        ):
+            for path in ("/docs/a.md", "/docs/a.md/v1"):
+                assert await agent.fail(tool, url=path, **args) == (
+                    f"url: {path} is a document, not a folder: {tool} takes a folder such as "
+                    "/docs/ (read the document with mark_fetch)"
+                )
+        assert await agent.fail("mark_versions", url="/docs/") == (
+            "url: /docs/ is a folder, not a document: mark_versions takes a document such as "
+            "/docs/index.md (list the folder with mark_list)"
+        )
+        # A folder named like a version is still a folder; a missing one is an answer.
+        assert split(await agent.call("mark_list", url="/api/v2"))[0] == {"status": "not-found"}
+
+
+async def test_fetch_title_is_the_lookup_title(connect: Connect) -> None:
+    """One title rule (protocol.document) names a document in a fetch and in a lookup row."""
     cases = [
         ("/t/declared.md", "# Heading\n\ntext\n", {"title": "  Declared  "}, "Declared"),
         ("/t/h1.md", "---\nx: 1\n---\nintro\n  # First h1  \n# Second\n", {}, "First h1"),
+        ("/t/own.md", "---\ntitle: Own title\n---\n# Heading\n", {}, "Own title"),
+        ("/t/bare.md", "#\n# \t\n# Real\n", {}, "Real"),
         ("/t/plain.md", "no heading at all\n", {}, "plain.md"),
     ]
     async with connect() as agent:
         for path, body, meta, title in cases:
             await agent.call("mark_publish", url=path, body=body, expected_version=0, metadata=meta)
             fields, _ = split(await agent.call("mark_fetch", url=path))
-            assert fields["title"] == title
+            assert fields["title"] == title, path
+        rows = await agent.call("mark_lookup", url="/t/", query="*", verbose=True)
+        for path, _, _, title in cases:
+            assert f"| {title} |" in rows, path
 
 
 def big_document() -> str:
@@ -351,7 +382,12 @@ async def test_conflict_archived_and_not_permitted_are_results_the_agent_can_act
         await agent.call("mark_publish", url="/docs/a.md", body="# A\n", expected_version=0)
         conflict = await agent.call("mark_publish", url="/docs/a.md", body="x", expected_version=0)
         fields, body = split(conflict)
-        assert fields == {"status": "conflict", "your-version": "0", "server-version": "1"}
+        assert fields == {
+            "status": "conflict",
+            "your-version": "0",
+            "server-version": "1",
+            "note": "publish again with on_conflict=merge to merge your edit",
+        }
         assert body.startswith("# Version Conflict\n")
 
         appended = await agent.call("mark_append", url="/docs/a.md", body="more\n")
@@ -373,7 +409,9 @@ async def test_conflict_archived_and_not_permitted_are_results_the_agent_can_act
         )
 
 
-async def test_bad_arguments_are_tool_errors(connect: Connect) -> None:
+async def test_bad_arguments_are_one_line_tool_errors_naming_the_argument(
+    connect: Connect,
+) -> None:
     async with connect() as agent:
         assert "must end in .md" in await agent.fail(
             "mark_publish", url="/a.txt", body="x", expected_version=0
@@ -381,14 +419,52 @@ async def test_bad_arguments_are_tool_errors(connect: Connect) -> None:
         assert "'auth' is set by the client" in await agent.fail(
             "mark_publish", url="/a.md", body="x", expected_version=0, metadata={"auth": "x"}
         )
-        assert "bad-request" in await agent.fail(
-            "mark_publish", url="/a.md", body="x", expected_version=0, metadata={"Bad": "1"}
+        assert (
+            await agent.fail(
+                "mark_publish", url="/a.md", body="x", expected_version=0, metadata={"Bad": "1"}
+            )
+            == 'metadata: metadata key "Bad" contains invalid characters'
         )
         assert await agent.fail("mark_fetch", url="http://x/a.md") == (
-            "unsupported scheme 'http': only mark:// URLs are supported"
+            "url: unsupported scheme 'http': only mark:// URLs are supported"
         )
         assert "non-empty body" in await agent.fail("mark_append", url="/a.md", body="")
-        assert "page_size" in await agent.fail("mark_list", url="/", page_size=0)
+        # What the schema refuses: one line per argument, the rule, what was given.
+        assert await agent.fail("mark_list", url="/", page_size=0) == (
+            "page_size: should be greater than or equal to 1 (got 0)"
+        )
+        assert await agent.fail("mark_lookup", url="/", query="ab", match="all") == (
+            "match: should be 'catalog' or 'body' (got 'all')"
+        )
+        assert await agent.fail("mark_publish", url="/a.md", body="x") == (
+            "expected_version: required"
+        )
+        assert await agent.fail(
+            "mark_publish", url="/a.md", body="x", expected_version=-1, metadata={"tags": 3}
+        ) == (
+            "expected_version: should be greater than or equal to 0 (got -1); "
+            "metadata.tags: should be a valid string (got 3)"
+        )
+        assert (
+            await agent.fail("mark_lookup", url="/", query="ab", budget=100, offset=5)
+            == "offset: leave it out with budget (a budgeted result is never cut)"
+        )
+
+
+async def test_a_body_the_server_would_refuse_for_its_size_is_never_sent(
+    connect: Connect,
+) -> None:
+    big = "x" * 1_200_000
+    async with connect() as agent:
+        assert await agent.fail("mark_publish", url="/big.md", body=big, expected_version=0) == (
+            "body is 1,200,000 bytes; a document holds at most 1,048,576 (1 MiB)"
+        )
+        await agent.call("mark_publish", url="/a.md", body="y" * 1_000_000, expected_version=0)
+        assert await agent.fail("mark_append", url="/a.md", body="z" * 60_000) == (
+            "the appended document is 1,060,001 bytes; a document holds at most 1,048,576 (1 MiB)"
+        )
+        fields, _ = split(await agent.call("mark_versions", url="/a.md"))
+        assert fields["total"] == "1"
 
 
 async def test_a_token_added_to_the_store_counts_without_a_restart(
@@ -404,7 +480,7 @@ async def test_a_token_added_to_the_store_counts_without_a_restart(
         assert created.startswith("status: created\n")
 
 
-# --- without -host, discover, resources --------------------------------------------------------
+# --- without -host, discover ----------------------------------------------------------------
 
 
 async def test_without_host_urls_are_full_and_discover_needs_one(
@@ -413,7 +489,7 @@ async def test_without_host_urls_are_full_and_discover_needs_one(
     tokens = Tokens(None, {host.authority: WRITE_TOKEN})
     async with session(live_client(server, tokens), None, mode) as agent:
         assert "names no server" in await agent.fail("mark_fetch", url="/a.md")
-        assert "give url" in await agent.fail("mark_discover")
+        assert await agent.fail("mark_discover") == "url: required without -host (give mark://host)"
         assert split(await agent.call("mark_discover", url=server.url))[0] == {
             "status": "not-found"
         }
@@ -427,28 +503,6 @@ async def test_without_host_urls_are_full_and_discover_needs_one(
         assert await agent.call("mark_discover", url=server.url + "/ignored") == (
             f"status: ok\nversion: 1\ntitle: Test site\n\n{manifest}"
         )
-        templates = (await agent.mcp.list_resource_templates()).resource_templates
-        assert [t.uri_template for t in templates] == ["mark://{host}/{+path}"]
-        read = await agent.mcp.read_resource(f"{server.url}/.well-known/agent-manifest.md")
-        assert read.contents[0].text == manifest  # type: ignore[union-attr]
-
-
-async def test_resources_return_documents_and_sections(connect: Connect, host: MarkURL) -> None:
-    async with connect() as agent:
-        templates = (await agent.mcp.list_resource_templates()).resource_templates
-        assert [(t.uri_template, t.mime_type) for t in templates] == [
-            (f"{host.identity}/{{+path}}", "text/markdown")
-        ]
-        doc = big_document()
-        await agent.call("mark_publish", url="/big.md", body=doc, expected_version=0)
-        whole = (await agent.mcp.read_resource(f"{host.identity}/big.md")).contents[0]
-        assert (whole.text, whole.mime_type) == (doc, "text/markdown")  # type: ignore[union-attr]
-        part = (await agent.mcp.read_resource(f"{host.identity}/big.md#part-3")).contents[0]
-        assert part.text == mdoutline.section(doc, "part-3")  # type: ignore[union-attr]
-        with pytest.raises(MCPError, match="no section #nope"):
-            await agent.mcp.read_resource(f"{host.identity}/big.md#nope")
-        with pytest.raises(MCPError, match="not found"):
-            await agent.mcp.read_resource(f"{host.identity}/missing.md")
 
 
 # --- a scripted pool: answers a live server will not give -------------------------------------
@@ -609,6 +663,7 @@ async def test_requests_carry_exactly_the_arguments_given(mode: str) -> None:
             b"",
         ),
         ("LIST", "/d/", {"cursor": "AQ", "page-size": "5", "include-archived": "true"}, b""),
+        ("FETCH", "/a.md", {}, b""),  # the current metadata, to name what the publish drops
         (
             "PUBLISH",
             "/a.md",
@@ -673,7 +728,7 @@ def test_help_lists_the_command_without_loading_the_sdk() -> None:
     ).stdout
     assert out.splitlines()[-1] == "[]"
     assert "  mcp " in out
-    for option in ("-host, --host", "-token, --token", "-insecure, --insecure"):
+    for option in ("-host, --host", "-token, --token", "-profile, --profile", "-insecure"):
         assert option in out
 
 
@@ -704,4 +759,18 @@ def test_a_token_without_host_is_not_sent_anywhere() -> None:
 def test_host_must_be_a_bare_server(host: str, message: str) -> None:
     result = CliRunner().invoke(main, ["mcp", "-host", host], input="")
     assert result.exit_code == 2
-    assert f"Error: Invalid value for -host: {message}" in result.stderr
+    assert f"mark: Invalid value for -host: {message}" in result.stderr
+
+
+@pytest.mark.usefixtures("home")
+def test_hosts_repeat_and_the_profile_is_lean_or_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    two = ["mcp", "-host", "mark://127.0.0.1:1", "--host", "mark://127.0.0.1:2"]
+    served = CliRunner().invoke(main, [*two, "-profile", "lean"], input="")
+    assert (served.exit_code, served.stderr) == (0, "")
+    twice = CliRunner().invoke(main, ["mcp", "-host", "mark://h", "-host", "mark://h:6309"])
+    assert twice.exit_code == 2
+    assert "Invalid value for -host: mark://h is given twice" in twice.stderr
+    monkeypatch.setenv("MARK_MCP_PROFILE", "tiny")
+    wrong = CliRunner().invoke(main, ["mcp", "-host", "mark://h"], input="")
+    assert wrong.exit_code == 2
+    assert "'tiny' is not one of 'lean', 'full'" in wrong.stderr

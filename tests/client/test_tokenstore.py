@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markproto import durable
 from markproto.client import Tokens, TokenStore, TokenStoreError
 from markproto.client.tokenstore import (
     format_tokens,
@@ -134,15 +136,21 @@ def test_loose_permissions_are_warned_about(tmp_path: Path) -> None:
     assert warnings == [f"{path} is accessible by other users: chmod 600 it"]
 
 
-def test_unreadable_or_unwritable_files_are_store_errors(tmp_path: Path) -> None:
+def test_unreadable_or_unwritable_files_are_store_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(TokenStoreError, match="Not a directory"):
         TokenStore(blocker / "tokens.toml").add("a:1", "t")
-    # The atomic write goes through a temp file beside the target; make that impossible.
-    (tmp_path / f".tokens.toml.{os.getpid()}.tmp").mkdir()
-    with pytest.raises(TokenStoreError, match="cannot write"):
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(durable, "create", disk_full)
+    with pytest.raises(TokenStoreError, match="cannot write: No space left on device"):
         TokenStore(tmp_path / "tokens.toml").add("a:1", "t")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_selection_sends_an_override_only_to_its_host(tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ from markproto.client.trust import (
     FirstContact,
     Trust,
     Verification,
-    fingerprint,
     first_contact_action,
     format_known_hosts,
     is_loopback,
@@ -31,6 +30,7 @@ from markproto.client.trust import (
     system_ca,
     write_private,
 )
+from markproto.protocol.digests import fingerprint
 from markproto.server import devcert
 
 FP_A = "sha256:" + "a" * 64
@@ -396,3 +396,21 @@ async def test_broken_known_hosts_is_a_trust_failure(
     assert isinstance(caught.value, TrustError)
     assert caught.value.sent is False
     assert str(caught.value) == (f"localhost:6309: {kh}:1: expected 'host:port sha256:<64 hex>'")
+
+
+def test_a_hostname_mismatch_names_the_certificate_s_names_not_python_reprs() -> None:
+    from markproto.client.quic import readable
+
+    phrase = (
+        "hostname '192.0.2.2' doesn't match either of DNSPattern(pattern=b'localhost'), "
+        "DNSPattern(pattern=b'vm'), IPAddressPattern(pattern=IPv4Address('127.0.0.1')), "
+        "IPAddressPattern(pattern=IPv6Address('::1'))"
+    )
+    assert (
+        readable(phrase) == "the certificate is for localhost, vm, 127.0.0.1 and ::1, not 192.0.2.2"
+    )
+    single = "hostname 'a.example' doesn't match DNSPattern(pattern=b'b.example')"
+    assert readable(single) == "the certificate is for b.example, not a.example"
+    assert readable("unable to get local issuer certificate") == (
+        "unable to get local issuer certificate"
+    )

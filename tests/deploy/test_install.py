@@ -134,15 +134,68 @@ def test_second_run_changes_nothing(staged: Staged) -> None:
     assert "unchanged /opt/markproto/venv" in staged.second
 
 
-def test_uninstall_keep_data_then_all(staged: Staged, tmp_path: Path) -> None:
+@pytest.mark.parametrize("keep", [[], ["--keep-data"]], ids=["default", "keep-data"])
+def test_uninstall_keeps_the_data_unless_purged(
+    staged: Staged, tmp_path: Path, keep: list[str]
+) -> None:
     root = tmp_path / "stage"
     shutil.copytree(staged.root, root, symlinks=True)
-    run("uninstall", "--keep-data", "--destdir", root)
+    kept = run("uninstall", *keep, "--destdir", root)
     left = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
     assert left == {"etc/markproto/markproto.env", "var/lib/markproto/tokens.toml"}
-    run("uninstall", "--destdir", root)
+    assert "uninstall --purge deletes them" in kept.stdout
+    run("uninstall", "--purge", "--destdir", root)
     assert [p for p in root.rglob("*") if not p.is_dir()] == []
     assert not (root / PREFIX).exists()
+
+
+def test_purge_and_keep_data_exclude_each_other(tmp_path: Path) -> None:
+    result = run("uninstall", "--purge", "--keep-data", "--destdir", tmp_path, check=False)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "install.sh: --purge and --keep-data contradict each other: give one\n"
+    )
+
+
+def test_the_printed_launch_starts_the_server_as_the_unit_would(
+    staged: Staged, tmp_path: Path
+) -> None:
+    """Without systemd the installer prints the command to use instead; run, it serves the
+    state directory's root on the environment file's address, as the unit would."""
+    root = tmp_path / "stage"
+    shutil.copytree(staged.root, root, symlinks=True)
+    (line,) = [
+        line.strip() for line in staged.first.splitlines() if line.strip().startswith("sh -c ")
+    ]
+    env_file = root / "etc/markproto/markproto.env"
+    port = free_udp_port()
+    text = env_file.read_text().replace("MARK_LISTEN_HOST=::", "MARK_LISTEN_HOST=127.0.0.1")
+    env_file.write_text(re.sub(r"MARK_PORT=\d+", f"MARK_PORT={port}", text))
+    command = line.replace(str(staged.root), str(root))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MARK_", "STATE_"))}
+    proc = subprocess.Popen(["bash", "-c", command], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for output in proc.stderr:
+            lines.append(output)
+            if "markproto serving" in output:
+                break
+        state = root / "var/lib/markproto"
+        assert lines[-1] == f"markproto serving {state / 'root'} on udp 127.0.0.1:{port}\n"
+        assert (state / "devcert.pem").exists()  # the state directory is the unit's
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def free_udp_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @pytest.mark.parametrize(
@@ -164,7 +217,7 @@ def test_bad_arguments_are_refused(tmp_path: Path, args: list[str], message: str
 
 def test_help_lists_every_option() -> None:
     shown = run("--help").stdout
-    for option in ("--wheel", "--port", "--python", "--prefix", "--destdir", "--keep-data"):
+    for option in ("--wheel", "--port", "--python", "--prefix", "--destdir", "--purge"):
         assert option in shown
     assert "uninstall" in shown
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from support.exchange import Remote, ask
 from support.server import RunningServer, running_server
 
 from markproto.client.connection import Pool
@@ -27,14 +29,7 @@ async def pool(server: RunningServer) -> AsyncIterator[Pool]:
         yield client
 
 
-@pytest.fixture
-def ask(server: RunningServer, pool: Pool) -> Ask:
-    """Send one request over QUIC and parse the response: ``await ask("FETCH", "/a.md")``."""
-
-    async def exchange(
-        verb: str, path: str, meta: dict[str, str] | None = None, body: bytes = b""
-    ) -> wire.Response:
-        data = wire.emit_request(wire.Request(verb, path, meta or {}, body))
-        return wire.parse_response(await pool.request(f"localhost:{server.port}", data))
-
-    return exchange
+@pytest.fixture(name="ask")
+def ask_fixture(server: RunningServer, pool: Pool) -> Ask:
+    """``support.exchange.ask`` bound to the server over QUIC: ``await ask("FETCH", "/a.md")``."""
+    return functools.partial(ask, Remote(pool, f"localhost:{server.port}"))

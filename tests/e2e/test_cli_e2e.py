@@ -213,14 +213,26 @@ def test_fetch_errors_print_the_body_and_exit_1(url: Callable[[str], str]) -> No
 def test_fetch_json(url: Callable[[str], str]) -> None:
     put(url("/a.md"), "# T\n", "-force", "-meta", "tags=a, b")
     document = json.loads(ok("fetch", "--json", url("/a.md")).stdout)
-    assert list(document) == ["status", "metadata", "body"]
+    assert list(document) == ["status", "metadata", "body", "message", "exit_code"]
+    assert (document["message"], document["exit_code"]) == ("", 0)
     assert document["status"] == "ok"
     assert document["body"] == "# T\n"
     assert document["metadata"]["tags"] == "a,b"
     assert document["metadata"]["version"] == "1"
     missing = mark("fetch", "-json", url("/nope.md"))
     assert missing.exit_code == 1
-    assert json.loads(missing.stdout)["status"] == "not-found"
+    refused = json.loads(missing.stdout)
+    assert (refused["status"], refused["exit_code"]) == ("not-found", 1)
+    assert refused["message"].endswith("/nope.md not found")
+    section = mark("fetch", "-json", url("/a.md#nope"))
+    assert section.exit_code == 1
+    assert json.loads(section.stdout) == {
+        "status": "error",
+        "error": "anchor-not-found",
+        "message": f"{url('/a.md#nope')}: no section #nope (sections: #t)",
+        "anchors": ["t"],
+        "exit_code": 1,
+    }
 
 
 def test_list_pages(url: Callable[[str], str]) -> None:
@@ -251,8 +263,12 @@ def test_versions(url: Callable[[str], str]) -> None:
     put(url("/a.md"), "# 1\n", "-expected-version", "0")
     put(url("/a.md"), "# 2\n", "-expected-version", "1")
     result = ok("versions", "-v", url("/a.md"))
-    assert [e.version for e in bodies.parse_history(result.stdout_bytes)] == [2, 1]
+    links = [line.split("(")[1].split(")")[0] for line in result.stdout.splitlines()[3:]]
+    assert links == [url("/a.md/v2"), url("/a.md/v1")]  # pasteable into mark fetch
+    assert ok("fetch", links[1]).stdout == "# 1\n"
     assert result.stderr == "[ok] chain-valid=true current=2 total=2\n"
+    listed = json.loads(ok("versions", "-json", url("/a.md")).stdout)["versions"]
+    assert [(v["version"], v["url"]) for v in listed] == [(2, links[0]), (1, links[1])]
     assert mark("versions", url("/nope.md")).exit_code == 1
 
 
@@ -265,11 +281,20 @@ def test_lookup_table_rows_and_json(url: Callable[[str], str]) -> None:
         f"| /{scope.split('/', 3)[3]}a.md | 0.50 | Alpha | zebrafish |",
     ]
     body = json.loads(ok("lookup", "--json", "-query", "papaya", "-match", "body", scope).stdout)
-    assert list(body) == ["status", "metadata", "body", "rows", "catalog_fallback"]
+    assert list(body) == [
+        "status",
+        "metadata",
+        "body",
+        "rows",
+        "catalog_fallback",
+        "message",
+        "exit_code",
+    ]
     assert body["metadata"] == {"match": "body", "matches": "1"}
     assert body["catalog_fallback"] is False
     (row,) = body["rows"]
-    assert list(row) == ["path", "anchor", "importance", "title", "tags", "snippet"]
+    assert list(row) == ["path", "anchor", "importance", "title", "tags", "snippet", "url"]
+    assert row["url"] == url("/a.md#details")
     assert row["anchor"] == "details"
     assert (row["title"], row["tags"], row["importance"]) == ("Alpha › Details", ["zebrafish"], 0.5)
     assert "papaya" in row["snippet"]
@@ -308,7 +333,7 @@ def test_ping(servers: Servers, home: Path) -> None:
     assert live.stdout.endswith(" ms\n")
     assert ok("ping", servers.bare.url).stdout.startswith(f"{servers.bare.url}: not-found in ")
     document = json.loads(ok("ping", "--json", servers.live.url).stdout)
-    assert list(document) == ["status", "metadata", "body", "elapsed_ms"]
+    assert list(document) == ["status", "metadata", "body", "elapsed_ms", "message", "exit_code"]
     assert document["elapsed_ms"] > 0
     down = mark("ping", "mark://127.0.0.1:1")
     assert (down.exit_code, down.stdout) == (1, "")
@@ -430,8 +455,8 @@ def test_publish_metadata(url: Callable[[str], str]) -> None:
         "x",
         url("/a.md"),
     )
-    assert refused.exit_code == 1
-    assert "retention must be a positive integer" in refused.stdout
+    assert refused.exit_code == 2
+    assert 'retention must be a positive integer, got "-1"' in refused.stderr
 
 
 def test_append_resolves_the_version_or_checks_it(url: Callable[[str], str]) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from pathlib import Path
 
 import pytest
+from support import exchange
+from support.exchange import Remote
 from support.quicclient import connect
 from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server, write_tokens
 
@@ -115,11 +118,7 @@ async def test_a_hand_made_reference_root_is_served(tmp_path: Path) -> None:
         running_server(root) as server,
         Pool(Trust(cafile=str(server.cert))) as pool,
     ):
-
-        async def ask(verb: str, path: str, meta: dict[str, str] | None = None) -> wire.Response:
-            data = wire.emit_request(wire.Request(verb, path, meta or {}, b""))
-            return wire.parse_response(await pool.request(f"localhost:{server.port}", data))
-
+        ask = functools.partial(exchange.ask, Remote(pool, f"localhost:{server.port}"))
         guide = await ask("FETCH", "/docs/guide.md")
         assert guide.status == "ok"
         assert guide.body == b"# Guide\n\nTwo.\n"
@@ -135,10 +134,7 @@ async def test_a_hand_made_reference_root_is_served(tmp_path: Path) -> None:
         assert listing.body.endswith(b"- [guide.md](guide.md)\n- [old.md](old.md)\n")
         # The next write migrates the legacy history into the per-document layout.
         meta = {**AUTH, "expected-version": "1"}
-        req = wire.Request("PUBLISH", "/docs/old.md", meta, b"# Old\n\nNew.\n")
-        written = wire.parse_response(
-            await pool.request(f"localhost:{server.port}", wire.emit_request(req))
-        )
+        written = await ask("PUBLISH", "/docs/old.md", meta, b"# Old\n\nNew.\n")
         assert written.status == "created"
         assert os.readlink(root / "docs/old.md") == "versions/old.md/v2"
         assert (await ask("VERSIONS", "/docs/old.md")).meta["chain-valid"] == "true"
@@ -154,14 +150,9 @@ async def test_read_tokens_protect_every_read_verb(tmp_path: Path) -> None:
         running_server(tmp_path / "root", tokens=tokens) as server,
         Pool(Trust(cafile=str(server.cert))) as pool,
     ):
-
-        async def ask(verb: str, path: str, meta: dict[str, str] | None = None) -> wire.Response:
-            body = path.encode() if verb == "PUBLISH" else b""
-            data = wire.emit_request(wire.Request(verb, path, meta or {}, body))
-            return wire.parse_response(await pool.request(f"localhost:{server.port}", data))
-
-        assert (await ask("PUBLISH", "/private/a.md", AUTH)).status == "created"
-        assert (await ask("PUBLISH", "/public.md", AUTH)).status == "created"
+        ask = functools.partial(exchange.ask, Remote(pool, f"localhost:{server.port}"))
+        assert (await ask("PUBLISH", "/private/a.md", AUTH, b"a")).status == "created"
+        assert (await ask("PUBLISH", "/public.md", AUTH, b"p")).status == "created"
         digest = (await ask("FETCH", "/private/a.md", {"auth": "reader-token"})).meta[
             "content-hash"
         ]
@@ -238,3 +229,26 @@ async def test_a_client_over_its_rate_gets_the_rate_limited_answer(tmp_path: Pat
     assert [wire.parse_response(a).status for a in answers[:2]] == ["ok", "ok"]
     limited = b"---\nstatus: rate-limited\n---\n\n# Rate limited\n\nrate limit exceeded\n"
     assert answers[2] == limited
+
+
+async def test_a_token_added_to_the_file_works_on_its_first_request(
+    server: RunningServer, ask: Ask, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No waiting for the 2 s check: an unknown token makes the server look at the file."""
+    from markproto.server import tokens
+
+    assert server.tokens_file is not None
+    raw = tokens.generate(server.tokens_file, "fresh", ["/fresh/**"], ["publish"], None)
+    created = await ask("PUBLISH", "/fresh/a.md", {"auth": raw}, b"# New\n")
+    assert created.status == "created"
+    with caplog.at_level("INFO", logger="markproto.auth"):
+        refused = await ask("PUBLISH", "/elsewhere.md", {"auth": raw}, b"# No\n")
+    assert refused.status == "not-permitted"
+    (record,) = [r for r in caplog.records if r.getMessage() == "auth: token refused"]
+    assert (record.reason, record.label, record.op, record.path) == (  # type: ignore[attr-defined]
+        "wrong path",
+        "fresh",
+        "publish",
+        "/elsewhere.md",
+    )
+    assert raw not in caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +24,6 @@ from markproto.protocol.bodies import (
     parse_lookup,
     render_history,
     render_lookup,
-    rfc3339,
 )
 from markproto.protocol.errors import MalformedResponse
 
@@ -150,14 +149,6 @@ def test_history_escapes_the_heading_and_path_escapes_the_link() -> None:
     )
 
 
-def test_rfc3339_is_utc_whole_seconds() -> None:
-    assert rfc3339(datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)) == "2026-03-04T05:06:07Z"
-    tz = timezone(timedelta(hours=2))
-    assert rfc3339(datetime(2026, 1, 1, 1, 0, tzinfo=tz)) == "2025-12-31T23:00:00Z"
-    assert rfc3339(datetime(2026, 1, 1)) == "2026-01-01T00:00:00Z"
-    assert rfc3339(datetime(999, 1, 1, tzinfo=UTC)) == "0999-01-01T00:00:00Z"
-
-
 MOMENTS = st.datetimes(min_value=datetime(1, 1, 1), timezones=st.just(UTC)).map(
     lambda d: d.replace(microsecond=0)
 )
@@ -221,9 +212,14 @@ def test_render_lookup_body_mode() -> None:
     assert parse_lookup(body) == rows
 
 
+def row_line(row: LookupRow, *, body_mode: bool = True) -> str:
+    """The table line a row renders to."""
+    return render_lookup("q", "/", [row], body_mode=body_mode).decode().split("\n")[-2]
+
+
 def test_lookup_cells_are_escaped_but_the_anchor_is_not() -> None:
     row = LookupRow("/my_docs/a#1.md", "sec_1", 0.125, "T\r\nx|y", ("a_b", "c"), "s\nnip|pet")
-    line = bodies._row_line(row, True)
+    line = row_line(row)
     assert line == "| /my\\_docs/a\\#1.md#sec_1 | 0.12 | T x\\|y | a\\_b, c | s nip\\|pet |"
     parsed = parse_lookup(render_lookup("q", "/", [row], body_mode=True))
     assert parsed == [
@@ -246,13 +242,17 @@ def test_a_query_with_a_line_break_still_parses() -> None:
     ("value", "text"), [(0.7, "0.70"), (1.0, "1.00"), (0.005, "0.01"), (-0.0, "-0.00")]
 )
 def test_importance_has_two_decimals(value: float, text: str) -> None:
-    assert bodies._format_importance(value) == text
+    assert importance_cell(value) == text
+
+
+def importance_cell(value: float) -> str:
+    return row_line(LookupRow("/a", "", value, "t", (), None), body_mode=False).split(" | ")[1]
 
 
 def test_importance_special_values_are_written_as_go_does() -> None:
-    assert bodies._format_importance(math.nan) == "NaN"
-    assert bodies._format_importance(math.inf) == "+Inf"
-    assert bodies._format_importance(-math.inf) == "-Inf"
+    assert importance_cell(math.nan) == "NaN"
+    assert importance_cell(math.inf) == "+Inf"
+    assert importance_cell(-math.inf) == "-Inf"
     row = LookupRow("/a", "", math.inf, "t", (), None)
     assert parse_lookup(render_lookup("q", "/", [row], body_mode=False)) == [row]
 

@@ -1,15 +1,23 @@
-"""Markdown escaping (SPEC §10.7) and Go ``url.PathEscape``."""
+"""Markdown escaping (SPEC §10.7), Go ``url.PathEscape``, and TOML basic strings."""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from urllib.parse import unquote
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from markproto.protocol.escape import ESCAPABLE, escape, escape_cell, path_escape, unescape
+from markproto.protocol.escape import (
+    ESCAPABLE,
+    escape,
+    escape_cell,
+    path_escape,
+    toml_string,
+    unescape,
+)
 
 TEXT = st.text(st.characters(exclude_categories=["Cs"]))
 
@@ -87,3 +95,24 @@ def test_path_escape_output_is_safe_and_reversible(s: str) -> None:
     escaped = path_escape(s)
     assert re.fullmatch(r"(?:[A-Za-z0-9\-_.~$&+:=@]|%[0-9A-F]{2})*", escaped)
     assert unquote(escaped) == s
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [
+        ("plain", '"plain"'),
+        ('a"b', '"a\\"b"'),
+        ("a\\b", '"a\\\\b"'),
+        ("\b\t\n\f\r", '"\\b\\t\\n\\f\\r"'),
+        ("\x00\x1f\x7f", '"\\u0000\\u001f\\u007f"'),
+        ("\x85é€", '"\x85é€"'),  # C1 controls and any other text stay as they are
+    ],
+)
+def test_toml_string(text: str, written: str) -> None:
+    assert toml_string(text) == written
+
+
+@given(TEXT)
+def test_toml_string_reads_back_as_itself(text: str) -> None:
+    assert tomllib.loads(f"x = {toml_string(text)}") == {"x": text}
+    assert tomllib.loads(f"[{toml_string(text)}]\n") == {text: {}}

@@ -29,8 +29,7 @@ def grant(label: str, raw: str, paths: tuple[str, ...], ops: set[str], **kw: dat
     return Grant(label, hash_token(raw), paths, frozenset(ops), kw.get("expires"))
 
 
-@pytest.fixture
-def grants() -> Grants:
+def three_grants() -> Grants:
     return Grants(
         [
             grant("reader", READER, ("/private/**", "/team/"), {"read"}),
@@ -38,6 +37,11 @@ def grants() -> Grants:
             grant("old", OLD, ("/**",), {"publish"}, expires=NOW),
         ]
     )
+
+
+@pytest.fixture
+def grants() -> Grants:
+    return three_grants()
 
 
 def test_hash_token() -> None:
@@ -318,6 +322,10 @@ def test_grant_from_entry_defaults() -> None:
         ("2026-12-31T23:59:59-00:30", datetime(2027, 1, 1, 0, 29, 59, tzinfo=UTC)),
         ("2026-12-31T23:59:59.5Z", datetime(2026, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)),
         ("2026-12-31T23:59:59.123456789Z", datetime(2026, 12, 31, 23, 59, 59, 123456, tzinfo=UTC)),
+        # Go's time.Parse takes these too (tests/protocol/test_times.py)
+        ("2026-12-31T23:59:59,5Z", datetime(2026, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)),
+        ("2026-12-31T23:59:59+24:00", datetime(2026, 12, 30, 23, 59, 59, tzinfo=UTC)),
+        ("2026-12-31T23:59:59+02:60", datetime(2026, 12, 31, 20, 59, 59, tzinfo=UTC)),
         (datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC)),
     ],
 )
@@ -347,8 +355,8 @@ def test_expires_forms(expires: object, expected: datetime) -> None:
         ({"hash": HASH, "expires": "2026-13-01T00:00:00Z"}, "is not an RFC 3339 time"),
         ({"hash": HASH, "expires": "2026-12-31T24:00:00Z"}, "is not an RFC 3339 time"),
         ({"hash": HASH, "expires": "2026-12-31T23:59:60Z"}, "is not an RFC 3339 time"),
-        ({"hash": HASH, "expires": "2026-12-31T23:59:59+24:00"}, "is not an RFC 3339 time"),
-        ({"hash": HASH, "expires": "2026-12-31T23:59:59+02:60"}, "is not an RFC 3339 time"),
+        ({"hash": HASH, "expires": "2026-12-31T23:59:59+25:00"}, "is not an RFC 3339 time"),
+        ({"hash": HASH, "expires": "2026-12-31T23:59:59+02:61"}, "is not an RFC 3339 time"),
         ({"hash": HASH, "expires": "2026-12-31T23:59:59.Z"}, "is not an RFC 3339 time"),
         ({"hash": HASH, "expires": 1767225599}, "is not an RFC 3339 time"),
         ({"hash": HASH, "expires": datetime(2026, 1, 1)}, "expires needs a UTC offset"),
@@ -358,3 +366,36 @@ def test_grant_from_entry_refusals(entry: dict[str, object], message: str) -> No
     with pytest.raises(InvalidGrant, match=message) as caught:
         grant_from_entry("x", entry)
     assert isinstance(caught.value, ValueError)
+
+
+@given(
+    token=st.sampled_from(["", "nobody", READER, WRITER, OLD]),
+    path=st.sampled_from(["/docs/a.md", "/notes/x/y.md", "/private/s.md", "/other.md"]),
+    op=st.sampled_from(["read", "publish"]),
+    later=st.booleans(),
+)
+def test_a_refusal_names_the_check_that_failed(token: str, path: str, op: str, later: bool) -> None:
+    """The logged reason agrees with ``authorize`` in every case, and never holds the token."""
+    grants = three_grants()
+    now = NOW + timedelta(seconds=1) if later else NOW
+    decision = grants.authorize(token, path, op, now)
+    reason, label = grants.refusal(token, path, op, now)
+    expected = {
+        Decision.ALLOW: {""},
+        Decision.NO_TOKEN: {"no token"},
+        Decision.INVALID_TOKEN: {"unknown token"},
+        Decision.EXPIRED: {"expired"},
+        Decision.NOT_PERMITTED: {"wrong operation", "wrong path"},
+    }[decision]
+    assert reason in expected
+    if decision in (Decision.NO_TOKEN, Decision.INVALID_TOKEN):
+        assert label == ""
+    assert token == "" or token not in reason + label
+
+
+def test_refusal_reasons(grants: Grants) -> None:
+    later = NOW + timedelta(seconds=1)
+    assert grants.refusal("nobody", "/docs/a.md", "publish", NOW) == ("unknown token", "")
+    assert grants.refusal(OLD, "/docs/a.md", "publish", later) == ("expired", "old")
+    assert grants.refusal(READER, "/private/a.md", "publish", NOW) == ("wrong operation", "reader")
+    assert grants.refusal(WRITER, "/other.md", "publish", NOW) == ("wrong path", "writer")

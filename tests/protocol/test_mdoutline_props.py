@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol import mdoutline, mdparse
 from markproto.protocol.mdoutline import (
+    Heading,
     headings,
+    iter_own_sections,
     opening_paragraph,
     outline,
     own_sections,
@@ -112,11 +112,18 @@ def test_crlf_changes_only_offsets(body: str) -> None:
 @settings(max_examples=100, deadline=None)
 @given(DOCS)
 def test_the_prescan_never_hides_a_heading(body: str) -> None:
-    expected = headings(body)
-    mdoutline._headings.cache_clear()
-    with mock.patch.object(mdparse, "_MAYBE_HEADING", re.compile("")):
-        assert mdoutline._headings(body) == tuple(expected)
-    mdoutline._headings.cache_clear()
+    """A body the cheap prescan calls heading-free is never parsed; a heading appended after a
+    blank line (which can change no heading before it) forces the full parse of the same text,
+    and that parse must find the same headings."""
+
+    def seen(found: list[Heading]) -> list[tuple[int, str, str, int, int]]:
+        return [
+            (h.level, h.text, h.anchor, h.start, min(h.line_end, len(body)))
+            for h in found
+            if h.start < len(body)
+        ]
+
+    assert seen(headings(body + "\n\n# z\n")) == seen(headings(body))
 
 
 @settings(max_examples=150, deadline=None)
@@ -155,3 +162,25 @@ def test_split_frontmatter_returns_what_was_written(
     yaml_text = "".join(line + eol for line in yaml_lines)
     body = "---" + eol + yaml_text + closer + eol + content
     assert split_frontmatter(body) == (yaml_text, len(body) - len(content))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    DOCS.map(lambda body: body.encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"", b"\xff", b"\xc3", b"\xe2\x82", b"\r\n\xff\n"]),
+)
+def test_bytes_cut_as_their_decoded_text(data: bytes, junk: bytes) -> None:
+    """A body given as bytes (never decoded whole: the server's index) is cut exactly as its
+    decoded text, with byte offsets; invalid sequences read as U+FFFD either way."""
+    body = data.replace(b"a", junk, 1)
+    text = body.decode("utf-8", "replace")
+    from_bytes = list(iter_own_sections(body))
+    from_text = list(iter_own_sections(text))
+    assert [s for _, _, s in from_bytes] == [s for _, _, s in from_text]
+    for start, stop, own in from_bytes:
+        assert body[start:stop].decode("utf-8", "replace") == own.text
+    assert split_frontmatter(body)[0] == split_frontmatter(text)[0]
+    if not junk:
+        assert [(len(text[:a].encode()), len(text[:b].encode())) for a, b, _ in from_text] == [
+            (a, b) for a, b, _ in from_bytes
+        ]

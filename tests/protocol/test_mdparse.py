@@ -44,3 +44,41 @@ def test_records_point_at_their_lines(content: str) -> None:
     span = first_paragraph(content)
     if span is not None:
         assert content[span[0] : span[1]].strip()
+
+
+BLOCK_LINES = st.lists(
+    st.sampled_from(
+        [
+            "# top",
+            "## sub *em*",
+            "#",
+            "text [ref]",
+            "[ref]: /u 'title",
+            "[ref]: /v",
+            "'",
+            "```",
+            "~~~",
+            "    code",
+            "<div>",
+            "<!-- open",
+            "-->",
+            "<pre>",
+            "</pre>",
+            "> # quoted",
+            "- # item",
+            "  # indented",
+            "===",
+            "---",
+            "",
+        ]
+    ),
+    max_size=40,
+).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(BLOCK_LINES, st.integers(1, 40))
+def test_pieces_parse_as_the_whole(content: str, chunk: int) -> None:
+    """Parsing in pieces (bounded memory on a large document) finds what one parse finds:
+    fences, HTML blocks and link definitions left open at a piece's end are never cut."""
+    assert find_headings(content, chunk=chunk) == find_headings(content, chunk=len(content) + 1)

@@ -342,3 +342,38 @@ def test_bad_expected_version_for_append(value: str) -> None:
 )
 def test_go_quote(text: str, quoted: str) -> None:
     assert metadata.go_quote(text) == quoted
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_an_importance_passes_the_client_check_exactly_when_the_server_reads_it_as_written(
+    number: float,
+) -> None:
+    text = repr(number)
+    inside = 0.0 <= number <= 1.0
+    if inside:
+        metadata.validate_interpreted({"importance": text})
+        assert metadata.parse_importance(text) == number
+    else:
+        with pytest.raises(InvalidMetadata, match="importance must be a number from 0 to 1"):
+            metadata.validate_interpreted({"importance": text})
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ({"importance": "high"}, 'importance must be a number from 0 to 1, got "high"'),
+        ({"importance": ""}, "importance must be a number from 0 to 1"),
+        ({"retention": "0"}, 'retention must be a positive integer, got "0"'),
+        ({"retention": "two"}, "retention must be a positive integer"),
+    ],
+)
+def test_interpreted_values_that_would_be_misread_are_refused(
+    meta: dict[str, str], message: str
+) -> None:
+    with pytest.raises(InvalidMetadata, match=re.escape(message)):
+        metadata.validate_interpreted(meta)
+
+
+def test_interpreted_values_read_as_written_pass() -> None:
+    metadata.validate_interpreted({"importance": " 0.8 ", "retention": "3", "tags": "a,b"})
+    metadata.validate_interpreted({"importance": "1", "type": "anything"})

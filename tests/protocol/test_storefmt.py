@@ -14,7 +14,7 @@ V1_BODY = b"# Alpha\n\nFirst body.\n"
 V2_BODY = b"# Alpha\n\nSecond body.\n\n## Details\n\nSee [beta](b.md).\n"
 V3_BODY = V2_BODY + b"\n## Appended\n\nMore.\n"
 
-# From fetch-version.golden, fetch.golden and protocol.md section 7.2.
+# From fetch-version.golden, fetch.golden and SPEC §7.2.
 V1_ETAG = "94e05cf0cc64c6e22e485312b29407d06ab5a85989f6b2ce566638405b4ad0ee"
 V1_CONTENT = "sha256-534b0f02677fcd121e7c4be275e533709b0788060ccf2da54950441c698c527a"
 V2_REF = "sha256-ced1c087a076403ee1ce2c039ade8e6e8f4eca52196852530f6280b76622ba84"

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol.errors import InvalidURL
-from markproto.protocol.url import MarkURL, parse_url
+from markproto.protocol.limits import DEFAULT_PORT
+from markproto.protocol.url import MarkURL, format_authority, parse_authority, parse_url
 
 
 @pytest.mark.parametrize(
@@ -164,3 +165,47 @@ def test_arbitrary_text_parses_or_raises_invalid_url(text: str) -> None:
     assert url.path.startswith("/")
     assert url.host == url.host.lower()
     assert 1 <= url.port <= 65535
+
+
+# --- the authority alone: pools, pins and token stores key on it ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("authority", "expected"),
+    [
+        ("localhost:6309", ("localhost", 6309)),
+        ("LocalHost:7000", ("localhost", 7000)),
+        ("[::1]:7000", ("::1", 7000)),
+        ("[2001:DB8::1]", ("2001:db8::1", DEFAULT_PORT)),
+        ("10.0.0.1:1", ("10.0.0.1", 1)),
+        ("localhost", ("localhost", DEFAULT_PORT)),
+        ("localhost:", ("localhost", DEFAULT_PORT)),
+    ],
+)
+def test_parse_authority(authority: str, expected: tuple[str, int]) -> None:
+    assert parse_authority(authority) == expected
+
+
+@pytest.mark.parametrize(
+    ("authority", "message"),
+    [
+        (":6309", "names no host"),
+        ("::1:6309", "IPv6 addresses go in brackets"),
+        ("h:0", "port '0' must be a number"),
+        ("h:65536", "port '65536' must be a number"),
+        ("h:x", "port 'x' must be a number"),
+        ("a b:1", "contains characters"),
+        ("[::1", "missing \\]"),
+        ("u@h:1", "no user name or password"),
+    ],
+)
+def test_parse_authority_refuses(authority: str, message: str) -> None:
+    with pytest.raises(InvalidURL, match=message):
+        parse_authority(authority)
+
+
+@given(HOSTS, st.integers(1, 65535))
+def test_format_authority_inverts_parse(host: str, port: int) -> None:
+    written = format_authority(host, port)
+    assert parse_authority(written) == (host, port)
+    assert written == MarkURL(host, port, "/").authority

@@ -11,7 +11,7 @@ from markproto.protocol.errors import (
     MalformedResponse,
     RequestTooLarge,
 )
-from markproto.protocol.limits import MAX_BODY, MAX_FRONTMATTER, MAX_PAYLOAD
+from markproto.protocol.limits import MAX_BODY, MAX_FRONTMATTER, MAX_PATH, MAX_PAYLOAD
 from markproto.protocol.wire import (
     VERBS,
     Request,
@@ -76,7 +76,16 @@ def test_parse_a_publish() -> None:
 
 
 def test_every_verb_parses() -> None:
-    assert {"FETCH", "LIST", "VERSIONS", "PUBLISH", "ARCHIVE", "APPEND", "LOOKUP"} == VERBS
+    assert {
+        "FETCH",
+        "LIST",
+        "VERSIONS",
+        "PUBLISH",
+        "ARCHIVE",
+        "APPEND",
+        "LOOKUP",
+        "WATCH",
+    } == VERBS
     for verb in VERBS:
         assert parse_request(f"{verb} /x\n".encode()).verb == verb
 
@@ -112,7 +121,7 @@ def test_parse_request_edge_cases(data: bytes, request_: Request) -> None:
         b" /a\n",
         b"fetch /a\n",
         b"Fetch /a\n",
-        b"WATCH /a\n",
+        b"Watch /a\n",
         b"WRITE /a\n",
         b"FETCH \n",
         b"FETCH a.md\n",
@@ -203,6 +212,56 @@ PATHS = st.text(
 BODIES = st.one_of(st.binary(max_size=60), st.binary(max_size=20).map(lambda b: b"---\n" + b))
 
 
+@pytest.mark.parametrize(
+    ("verb", "path", "meta"),
+    [
+        ("fetch", "/a.md", {}),
+        ("Watch", "/a.md", {}),
+        ("FETCH", "a.md", {}),
+        ("FETCH", "", {}),
+        ("FETCH", "/a.md\nFETCH /b.md", {}),  # would emit a second request line
+        ("FETCH", "/a\rb", {}),
+        ("FETCH", "/a\x00", {}),
+        ("FETCH", "/a\x7f", {}),
+        ("FETCH", "/\udcff", {}),
+        ("FETCH", "/" + "a" * MAX_PATH, {}),
+        ("FETCH", "/a.md", {"k": "\ud800"}),
+        ("FETCH", "/a.md", {"\ud800": "v"}),
+        ("FETCH", "/a.md", {"k": 1}),
+    ],
+)
+def test_a_request_that_cannot_be_emitted_cannot_be_made(
+    verb: str, path: str, meta: dict[str, str]
+) -> None:
+    with pytest.raises(MalformedRequest):
+        Request(verb, path, meta, b"")
+
+
+def test_the_longest_path_and_a_tab_can_be_made() -> None:
+    for path in ("/" + "a" * (MAX_PATH - 1), "/a\tb", "/é" * 100):
+        request = Request("VERSIONS", path, {}, b"")
+        assert parse_request(emit_request(request)) == request
+
+
+ANY_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from("\n\r\t\x00\x7f/"), max_size=12)
+
+
+@given(
+    st.sampled_from([*sorted(VERBS), "fetch", "X"]),
+    ANY_TEXT,
+    st.dictionaries(ANY_TEXT, ANY_TEXT, max_size=3),
+)
+def test_whatever_can_be_made_parses_back_as_itself(
+    verb: str, path: str, meta: dict[str, str]
+) -> None:
+    """The property construction guarantees: no Request emits bytes that read differently."""
+    try:
+        request = Request(verb, "/" + path, meta, b"body")
+    except MalformedRequest:
+        return
+    assert parse_request(emit_request(request)) == request
+
+
 @given(st.sampled_from(sorted(VERBS)), PATHS, META, BODIES)
 @example("PUBLISH", "/a.md", {}, b"---\n")
 @example("PUBLISH", "/a.md", {"k": "v"}, b"---\n---\n")
@@ -250,8 +309,15 @@ def test_a_body_follows_the_closing_fence_verbatim() -> None:
     assert parse_response(emit_response(response)) == response
 
 
-def test_the_status_field_wins_over_a_status_key() -> None:
-    assert emit_response(Response("ok", {"status": "bad"}, b"")) == b"---\nstatus: ok\n---\n"
+@pytest.mark.parametrize(
+    ("status", "meta"),
+    [("", {}), ("ok", {"status": "bad"}), ("\ud800", {}), ("ok", {"k": "\udcff"})],
+)
+def test_a_response_that_cannot_be_emitted_cannot_be_made(
+    status: str, meta: dict[str, str]
+) -> None:
+    with pytest.raises(MalformedResponse):
+        Response(status, meta, b"")
 
 
 def test_error_response() -> None:

@@ -23,7 +23,12 @@ import pytest
 from reliability import attacks
 from reliability.attacks import Done, reaching
 from reliability.workloads import LoadReport, seed_load_root
-from support.server import RunningServer, running_server
+from support.server import WRITE_TOKEN, RunningServer, running_server
+from support.watching import RawWatch
+
+from markproto.client import Pool, Trust
+from markproto.protocol import wire
+from markproto.protocol.watch import Control, WatchEvent
 
 TIMEOUT = 1.0
 """The server's request timeout here: never-finished streams are reset after 1 to 1.25 s."""
@@ -32,7 +37,10 @@ RATE, BURST = 50.0, 100
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, idle_timeout: float = 30.0, request_timeout: float = TIMEOUT
+    tmp_path: Path,
+    idle_timeout: float = 30.0,
+    request_timeout: float = TIMEOUT,
+    **settings: object,
 ) -> AsyncIterator[RunningServer]:
     root = tmp_path / "root"
     root.mkdir()
@@ -43,6 +51,7 @@ async def serving(
         rate_burst=BURST,
         request_timeout=request_timeout,
         idle_timeout=idle_timeout,
+        **settings,
     ) as running:
         yield running
 
@@ -195,3 +204,47 @@ async def test_every_attack_at_once_and_others_served(server: RunningServer) -> 
     assert outcomes["slow: stream reset"] >= 32, outcomes
     assert outcomes["idle: connected"] >= 20, outcomes
     await settled(server)
+
+
+async def test_a_watch_is_no_request_and_outlives_a_flood_from_its_own_address(
+    tmp_path: Path,
+) -> None:
+    """A WATCH subscription is a stream its handler kept, not a request in progress: it holds no
+    turn and no request timeout applies to it, and its own address flooding (refused for its
+    rate) neither starves nor resets it; what changes still reaches it."""
+    async with (
+        serving(tmp_path, watch_heartbeat=0.2) as server,
+        Pool(Trust(cafile=str(server.cert))) as pool,  # from 127.0.0.1, as the flood
+    ):
+        raw = await RawWatch.open(pool, server.authority, "/load")
+        ack = await raw.next(30.0)
+        assert isinstance(ack, Control) and ack.status == "ok"
+        started = time.monotonic()
+        outcomes = await attacks.flood(
+            server.port,
+            server.cert,
+            reaching(
+                lambda c: (
+                    c["rate-limited"] >= 1
+                    and c["ok"] >= BURST
+                    and time.monotonic() - started > 3 * TIMEOUT  # past the request timeout
+                )
+            ),
+        )
+        assert outcomes["rate-limited"] >= 1
+        transport = server.app.server
+        assert transport is not None
+        usage = transport.usage()
+        assert (usage.streaming, usage.queued, usage.running) == (1, 0, 0)
+        writer = await attacks.dial(attacks.HONEST_SOURCE, server.port, server.cert)
+        try:
+            body = wire.Request("PUBLISH", "/load/new.md", {"auth": WRITE_TOKEN}, b"# New\n")
+            answer = await writer.request(wire.emit_request(body), timeout=30.0)
+            assert wire.parse_response(answer).status == "created"
+        finally:
+            writer.hang_up()
+        while isinstance(block := await raw.next(30.0), Control):
+            assert block.status == "ok"  # heartbeats all along: never reset, never refused
+        assert isinstance(block, WatchEvent)
+        assert (block.op, block.path, block.version) == ("publish", "/load/new.md", 1)
+        raw.close()

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.exchange import PEER, publish
 
 from markproto.protocol import wire
 from markproto.protocol.grants import Grant, Grants, hash_token
@@ -18,9 +19,7 @@ from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.responses import ResponseCache, document
 from markproto.server.storage.content import Content
-from markproto.server.transport import Peer
 
-PEER = Peer("192.0.2.9", 4000)
 WRITE = b"PUBLISH /a.md\n---\nauth: w\n---\n# A\n"
 
 
@@ -36,10 +35,8 @@ def dispatcher(tmp_path: Path) -> Iterator[Dispatcher]:
     d.ctx.content.close()
 
 
-async def publish(d: Dispatcher, path: str, body: bytes) -> None:
-    pending = d.handle(b"PUBLISH " + path.encode() + b"\n---\nauth: w\n---\n" + body, PEER)
-    assert not isinstance(pending, bytes)
-    assert wire.parse_response(await pending).status == "created"
+async def write(d: Dispatcher, path: str, body: bytes) -> None:
+    assert (await publish(d, path, body, {"auth": "w"})).status == "created"
 
 
 def fetched(d: Dispatcher, path: str) -> bytes:
@@ -64,7 +61,7 @@ async def test_at_info_successful_reads_are_summarized_and_the_rest_logged(
     dispatcher: Dispatcher, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="markproto.request")
-    await publish(dispatcher, "/a.md", b"# A\n")
+    await write(dispatcher, "/a.md", b"# A\n")
     for _ in range(3):
         fetched(dispatcher, "/a.md")
     dispatcher.handle(b"LIST /\n", PEER)
@@ -100,7 +97,7 @@ async def test_at_debug_every_request_is_logged(
 async def test_a_reused_response_is_the_fresh_one_and_follows_new_versions(
     dispatcher: Dispatcher,
 ) -> None:
-    await publish(dispatcher, "/a.md", b"# A\n\none\n")
+    await write(dispatcher, "/a.md", b"# A\n\none\n")
     first = fetched(dispatcher, "/a.md")
     assert fetched(dispatcher, "/a.md") == first
     current = dispatcher.ctx.content.current("/a.md")
@@ -108,7 +105,7 @@ async def test_a_reused_response_is_the_fresh_one_and_follows_new_versions(
     doc = dispatcher.ctx.content.read(current)
     assert doc is not None
     assert first == wire.emit_response(document(doc))  # what encoding afresh gives
-    await publish(dispatcher, "/a.md", b"# A\n\ntwo\n")
+    await write(dispatcher, "/a.md", b"# A\n\ntwo\n")
     second = wire.parse_response(fetched(dispatcher, "/a.md"))
     assert (second.meta["version"], second.body) == ("2", b"# A\n\ntwo\n")
 
@@ -117,8 +114,8 @@ async def test_equal_versions_of_two_documents_keep_their_own_modified_time(
     tmp_path: Path,
 ) -> None:
     d = dispatcher_for(tmp_path)
-    await publish(d, "/a.md", b"# Same\n")
-    await publish(d, "/b.md", b"# Same\n")
+    await write(d, "/a.md", b"# Same\n")
+    await write(d, "/b.md", b"# Same\n")
     d.ctx.content.close()
     os.utime(tmp_path / "b.md", (1_000_000_000, 1_000_000_000), follow_symlinks=True)
     d = dispatcher_for(tmp_path)  # a fresh snapshot reads the new mtime
@@ -131,8 +128,8 @@ async def test_equal_versions_of_two_documents_keep_their_own_modified_time(
 async def test_small_responses_are_reused_and_large_ones_encoded_afresh(
     dispatcher: Dispatcher,
 ) -> None:
-    await publish(dispatcher, "/a.md", b"# A\n")
-    await publish(dispatcher, "/big.md", b"# Big\n\n" + b"x" * (100 << 10) + b"\n")
+    await write(dispatcher, "/a.md", b"# A\n")
+    await write(dispatcher, "/big.md", b"# Big\n\n" + b"x" * (100 << 10) + b"\n")
     small = fetched(dispatcher, "/a.md")
     assert fetched(dispatcher, "/a.md") == small
     assert (len(dispatcher.cache), dispatcher.cache.size) == (1, len(small))
@@ -146,7 +143,7 @@ async def test_reused_responses_stay_within_their_byte_budget(tmp_path: Path) ->
     d = dispatcher_for(tmp_path, ResponseCache(max_bytes=4000))
     try:
         for i in range(20):
-            await publish(d, f"/d{i}.md", f"# D{i}\n\n".encode() + b"y" * 500)
+            await write(d, f"/d{i}.md", f"# D{i}\n\n".encode() + b"y" * 500)
         for _ in range(2):
             for i in range(20):
                 assert wire.parse_response(fetched(d, f"/d{i}.md")).body.startswith(

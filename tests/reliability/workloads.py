@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.exchange import Remote, ask, seed
 from support.quicclient import QuicClient
 from support.server import WRITE_TOKEN, running_server
 
 from markproto.client import Pool, TransportError, Trust
 from markproto.protocol import wire
-from markproto.protocol.metadata import with_type_default
 from markproto.server.storage.store import Store
 
 LOAD_DOCS = 40
@@ -43,15 +43,16 @@ _WORDS = (  # noqa: SIM905 - a sentence of words reads better than 23 quoted one
 
 def seed_load_root(root: Path, docs: int = LOAD_DOCS) -> None:
     """A content root the mixed load reads: ``docs`` documents under /load/ with a few sections."""
-    store = Store(root)
     rng = random.Random(7)
-    for i in range(docs):
-        path = f"/load/doc{i}.md"
+
+    def doc(i: int) -> tuple[str, str, dict[str, str]]:
         parts = [f"# Document {i}\n"]
         for s in range(4):
             words = " ".join(rng.choice(_WORDS) for _ in range(60))
             parts.append(f"\n## Section {s} {rng.choice(_WORDS)}\n\n{words}\n")
-        store.publish(path, "".join(parts).encode(), with_type_default(path, {}), None)
+        return f"/load/doc{i}.md", "".join(parts), {}
+
+    seed(root, [doc(i) for i in range(docs)])
 
 
 SOAK_ROTATION = [
@@ -116,7 +117,7 @@ async def _client(
     pool: Pool,
     authority: str,
     seed: int,
-    deadline: float,
+    done: Callable[[], bool],
     token: str,
     report: LoadReport,
 ) -> None:
@@ -124,7 +125,7 @@ async def _client(
     verbs = [verb for verb, _ in MIX]
     weights = [weight for _, weight in MIX]
     versions: dict[str, int] = {}  # this client's idea of each write target's version
-    while time.monotonic() < deadline:
+    while not done():
         verb = rng.choices(verbs, weights)[0]
         request = _request(rng, verb, versions, token)
         started = time.perf_counter()
@@ -142,17 +143,29 @@ async def _client(
 
 
 async def mixed_load(
-    authority: str, cert: Path, *, clients: int, seconds: float, token: str, seed: int = 1
+    authority: str,
+    cert: Path,
+    *,
+    clients: int,
+    seconds: float,
+    token: str,
+    seed: int = 1,
+    until: Callable[[LoadReport], bool] | None = None,
 ) -> LoadReport:
     """``clients`` concurrent clients, each its own `Pool` (its own connection), each sending
-    the FETCH / LIST / LOOKUP / PUBLISH mix one request at a time for ``seconds``."""
+    the FETCH / LIST / LOOKUP / PUBLISH mix one request at a time for ``seconds``, or until
+    ``until`` holds for the report so far (``seconds`` then only bounds a broken server)."""
     report = LoadReport()
     pools = [Pool(Trust(cafile=str(cert)), request_timeout=30.0) for _ in range(clients)]
     deadline = time.monotonic() + seconds
+
+    def done() -> bool:
+        return time.monotonic() >= deadline or (until is not None and until(report))
+
     try:
         await asyncio.gather(
             *(
-                _client(pool, authority, seed * 1000 + i, deadline, token, report)
+                _client(pool, authority, seed * 1000 + i, done, token, report)
                 for i, pool in enumerate(pools)
             )
         )
@@ -234,20 +247,6 @@ def temporaries(root: Path) -> list[Path]:
     return list(root.rglob(".tmp-*"))
 
 
-async def ask(
-    pool: Pool,
-    authority: str,
-    verb: str,
-    path: str,
-    meta: dict[str, str] | None = None,
-    body: bytes = b"",
-) -> wire.Response:
-    data = await pool.request(
-        authority, wire.emit_request(wire.Request(verb, path, meta or {}, body))
-    )
-    return wire.parse_response(data)
-
-
 @dataclass
 class DiskReport:
     acknowledged: dict[tuple[str, int], bytes] = field(default_factory=dict)
@@ -265,11 +264,11 @@ async def check_acknowledged(pool: Pool, authority: str, report: DiskReport, whe
     latest: dict[str, int] = {}
     for (path, number), body in report.acknowledged.items():
         latest[path] = max(latest.get(path, 0), number)
-        got = await ask(pool, authority, "FETCH", f"{path}/v{number}")
+        got = await ask(Remote(pool, authority), "FETCH", f"{path}/v{number}")
         if got.status != "ok" or got.body != body:
             report.problems.append(f"{when}: {path}/v{number} answered {got.status}")
     for path, number in latest.items():
-        got = await ask(pool, authority, "FETCH", path)
+        got = await ask(Remote(pool, authority), "FETCH", path)
         if got.status != "ok" or got.meta.get("version") != str(number):
             report.problems.append(
                 f"{when}: {path} serves {got.meta.get('version')}, not v{number}"
@@ -294,7 +293,9 @@ async def full_disk(
                 path = "/full/busy.md" if i % 3 == 0 else f"/full/doc{i}.md"
                 text = " ".join(rng.choice(_WORDS) for _ in range(doc_bytes // 7))
                 body = f"# {path} {i}\n\n{text}\n".encode()
-                got = await ask(pool, authority, "PUBLISH", path, {"auth": WRITE_TOKEN}, body)
+                got = await ask(
+                    Remote(pool, authority), "PUBLISH", path, {"auth": WRITE_TOKEN}, body
+                )
                 if got.status == "created":
                     report.acknowledged[(path, int(got.meta["version"]))] = body
                 elif got.status == "server-error":
@@ -307,7 +308,11 @@ async def full_disk(
             for j in range(3):
                 body = f"# after {j}\n".encode()
                 got = await ask(
-                    pool, authority, "PUBLISH", f"/full/after{j}.md", {"auth": WRITE_TOKEN}, body
+                    Remote(pool, authority),
+                    "PUBLISH",
+                    f"/full/after{j}.md",
+                    {"auth": WRITE_TOKEN},
+                    body,
                 )
                 if got.status == "created":
                     report.acknowledged[(f"/full/after{j}.md", 1)] = body
@@ -346,14 +351,14 @@ async def read_only_root(base: Path) -> list[str]:
                 running_server(root, read_only=read_only) as server,
                 Pool(Trust(cafile=str(server.cert))) as pool,
             ):
-                got = await ask(pool, server.authority, "FETCH", "/ro/a.md")
+                got = await ask(Remote(pool, server.authority), "FETCH", "/ro/a.md")
                 if got.status != "ok" or got.body != b"# A\n\nread me again\n":
                     problems.append(f"read-only={read_only}: FETCH answered {got.status}")
                 for verb, path, body in writes:
                     meta = {"auth": WRITE_TOKEN}
                     if verb == "APPEND":
                         meta["expected-version"] = "2"
-                    got = await ask(pool, server.authority, verb, path, meta, body)
+                    got = await ask(Remote(pool, server.authority), verb, path, meta, body)
                     said = got.body.decode(errors="replace")
                     if got.status != status or message not in said:
                         problems.append(

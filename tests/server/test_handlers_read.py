@@ -7,14 +7,15 @@ import base64
 import hashlib
 import inspect
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.exchange import PEER, ask, error
 
-from markproto.protocol import bodies, storefmt, wire
+from markproto.protocol import bodies, storefmt, times, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.protocol.limits import MAX_BODY
 from markproto.protocol.status import Status
@@ -23,9 +24,7 @@ from markproto.server.handlers import Context
 from markproto.server.storage.content import Content
 from markproto.server.storage.snapshot import CurrentVersion
 from markproto.server.storage.store import Written
-from markproto.server.transport import Peer
 
-PEER = Peer("192.0.2.7", 50000)
 READER = "reader-token"
 PUBLISHER = "publisher-token"
 
@@ -52,20 +51,6 @@ def dispatcher(content: Content, auth: Grants | None = None) -> Dispatcher:
     return Dispatcher(Context(content, grants=auth))
 
 
-async def ask(
-    d: Dispatcher, verb: str, path: str, meta: Mapping[str, str] | None = None
-) -> wire.Response:
-    out = d.handle(wire.emit_request(wire.Request(verb, path, dict(meta or {}), b"")), PEER)
-    if not isinstance(out, bytes):
-        assert verb == "VERSIONS", "reads answer synchronously, but for verifying a chain"
-        out = await out
-    return wire.parse_response(out)
-
-
-def error(status: str, message: str) -> wire.Response:
-    return wire.parse_response(wire.emit_response(wire.error_response(status, message)))
-
-
 async def put(content: Content, path: str, body: bytes, **meta: str) -> CurrentVersion:
     written = await content.publish(path, body, meta, None)
     current = content.current(path)
@@ -85,7 +70,7 @@ async def test_fetch_document_metadata(content: Content) -> None:
         "title": "A",
         "tags": "x,y",
         "importance": "0.7",
-        "modified": bodies.rfc3339(doc.modified),
+        "modified": times.format_time(doc.modified),
         "etag": doc.etag,
         "version": "1",
         "content-hash": storefmt.content_hash(b"# A\n"),
@@ -126,7 +111,7 @@ async def test_conditional_requests(content: Content) -> None:
     not_modified = wire.Response("not-modified", {}, b"")
     assert await ask(d, "FETCH", "/a.md", {"if-none-match": doc.etag}) == not_modified
     assert await ask(d, "FETCH", "/a.md", {"if-modified-since": later}) == not_modified
-    same = bodies.rfc3339(doc.modified)
+    same = times.format_time(doc.modified)
     assert await ask(d, "FETCH", "/a.md", {"if-modified-since": same}) == not_modified
     assert (await ask(d, "FETCH", "/a.md", {"if-modified-since": earlier})).status == "ok"
     # A stale etag does not decide: the date still may.

@@ -1,4 +1,4 @@
-"""The LOOKUP verb (protocol.md §5.7) over a real store: validation in the reference's order with
+"""The LOOKUP verb (docs/SPEC.md §5.7) over a real store: validation in the reference's order with
 its messages, the response keys, the golden bytes, and read auth filtering rows silently in both
 modes, with proof that the leakage checks fail when the filter is switched off."""
 
@@ -9,50 +9,45 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from support.exchange import seed
 
 from markproto.protocol import paths, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
-from markproto.protocol.metadata import normalize, with_type_default
 from markproto.protocol.status import Status
 from markproto.server.handlers import Context
 from markproto.server.handlers.lookup import handle
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.storage.store import Store
 
 READER = "read-secret"
 
 
-def publish(root: Path, docs: Mapping[str, tuple[str, dict[str, str]]]) -> None:
-    store = Store(root)
-    for path, (body, meta) in docs.items():
-        store.publish(path, body.encode(), normalize(with_type_default(path, meta)), None)
-
-
-GOLDEN_DOCS = {
-    "/docs/a.md": (
+GOLDEN_DOCS = [
+    (
+        "/docs/a.md",
         "# Alpha\n\nSecond body.\n\n## Details\n\nSee [beta](b.md).\n\n## Appended\n\nMore.\n",
         {"importance": "0.7", "tags": "alpha, wire", "type": "Note"},
     ),
-    "/docs/b.md": ("# Beta | piped\n\nBody of beta.\n", {"importance": "0.4", "tags": "beta"}),
-    "/docs/sub/c d.md": ("# Gamma\n", {}),
-}
+    ("/docs/b.md", "# Beta | piped\n\nBody of beta.\n", {"importance": "0.4", "tags": "beta"}),
+    ("/docs/sub/c d.md", "# Gamma\n", {}),
+]
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Context]:
-    publish(tmp_path, GOLDEN_DOCS)
+    seed(tmp_path, GOLDEN_DOCS)
     lookup = Lookup()
     content = Content.open(tmp_path, [lookup])
     yield Context(content, lookup=lookup)
     content.close()
 
 
-def ask(ctx: Context, meta: Mapping[str, str], path: str = "/") -> wire.Response:
+def handled(ctx: Context, meta: Mapping[str, str], path: str = "/") -> wire.Response:
+    """The LOOKUP handler itself, on the canonical path the dispatcher would give it."""
     return handle(wire.Request("LOOKUP", path, dict(meta), b""), paths.clean(path), ctx)
 
 
-def error(response: wire.Response) -> tuple[str, str]:
+def refusal(response: wire.Response) -> tuple[str, str]:
     return response.status, response.body.decode().split("\n")[3]
 
 
@@ -86,38 +81,46 @@ TOO_MANY = " ".join(f"term{i}" for i in range(40))
     ],
 )
 def test_validation(served: Context, meta: dict[str, str], message: str) -> None:
-    assert error(ask(served, meta)) == (Status.BAD_REQUEST, message)
+    assert refusal(handled(served, meta)) == (Status.BAD_REQUEST, message)
 
 
 def test_limits_on_query_terms() -> None:
     ctx = Context(None)  # type: ignore[arg-type]  # validation never reaches the content
     at_cap = " ".join(f"term{i}" for i in range(32))
     for query in (at_cap, at_cap + " " + at_cap.upper()):  # repeats collapse, any case
-        assert ask(ctx, {"query": query, "limit": "x"}).body.decode().endswith("invalid limit\n")
+        assert (
+            handled(ctx, {"query": query, "limit": "x"}).body.decode().endswith("invalid limit\n")
+        )
 
 
 def test_scope(served: Context) -> None:
-    assert error(ask(served, {"query": "alpha"}, "/nope/")) == (Status.NOT_FOUND, "/nope not found")
-    assert error(ask(served, {"query": "alpha"}, "/docs/a.md")) == (
+    assert refusal(handled(served, {"query": "alpha"}, "/nope/")) == (
+        Status.NOT_FOUND,
+        "/nope not found",
+    )
+    assert refusal(handled(served, {"query": "alpha"}, "/docs/a.md")) == (
         Status.NOT_FOUND,
         "/docs/a.md not found",
     )
-    found = ask(served, {"query": "alpha"}, "/docs/")
+    found = handled(served, {"query": "alpha"}, "/docs/")
     assert found.status == Status.OK
     assert b'# Lookup matches for "alpha" in /docs\n' in found.body
-    assert ask(served, {"query": "gamma"}, "/docs/sub").meta["matches"] == "1"
+    assert handled(served, {"query": "gamma"}, "/docs/sub").meta["matches"] == "1"
 
 
 def test_response_keys(served: Context) -> None:
-    assert ask(served, {"query": "alpha"}).meta == {"matches": "1"}
-    assert ask(served, {"query": "alpha", "match": ""}).meta == {"matches": "1", "match": "catalog"}
-    assert ask(served, {"query": "alpha", "match": "catalog"}).meta["match"] == "catalog"
-    body = ask(served, {"query": "more", "match": "body"})
+    assert handled(served, {"query": "alpha"}).meta == {"matches": "1"}
+    assert handled(served, {"query": "alpha", "match": ""}).meta == {
+        "matches": "1",
+        "match": "catalog",
+    }
+    assert handled(served, {"query": "alpha", "match": "catalog"}).meta["match"] == "catalog"
+    body = handled(served, {"query": "more", "match": "body"})
     assert body.meta == {"matches": "1", "match": "body"}
     assert b"| Path | Importance | Title | Tags | Snippet |" in body.body
-    assert ask(served, {"query": "*", "match": "body"}).meta["matches"] == "0"
-    assert ask(served, {"query": "*", "limit": "2"}).meta["matches"] == "2"
-    assert ask(served, {"query": "*", "limit": "5000"}).meta["matches"] == "3"
+    assert handled(served, {"query": "*", "match": "body"}).meta["matches"] == "0"
+    assert handled(served, {"query": "*", "limit": "2"}).meta["matches"] == "2"
+    assert handled(served, {"query": "*", "limit": "5000"}).meta["matches"] == "3"
 
 
 @pytest.mark.parametrize(
@@ -130,18 +133,19 @@ def test_response_keys(served: Context) -> None:
 )
 def test_golden_bytes(served: Context, golden_dir: Path, name: str, meta: dict[str, str]) -> None:
     want = (golden_dir / f"{name}.golden").read_bytes()
-    assert wire.emit_response(ask(served, meta)) == want
+    assert wire.emit_response(handled(served, meta)) == want
 
 
 # --- read auth: nothing of an unreadable document leaks ----------------------------------------
 
-LEAK_DOCS = {
-    "/public/doc.md": ("# Public\n\nauth in the open\n", {"tags": "auth", "importance": "0.2"}),
-    "/private/secret.md": (
+LEAK_DOCS = [
+    ("/public/doc.md", "# Public\n\nauth in the open\n", {"tags": "auth", "importance": "0.2"}),
+    (
+        "/private/secret.md",
         "# Secret\n\nauth hushword inside\n",
         {"tags": "auth", "importance": "0.9"},
     ),
-}
+]
 
 
 class Unfiltered(Context):
@@ -153,7 +157,7 @@ class Unfiltered(Context):
 
 @pytest.fixture
 def leaky(tmp_path: Path) -> Iterator[Content]:
-    publish(tmp_path, LEAK_DOCS)
+    seed(tmp_path, LEAK_DOCS)
     content = Content.open(tmp_path, [Lookup()])
     yield content
     content.close()
@@ -171,14 +175,14 @@ def guarded(content: Content, context: type[Context] = Context) -> Context:
 def assert_nothing_leaks(ctx: Context) -> None:
     for extra in ({}, {"match": "body"}):
         for query, limit in (("auth", "10"), ("auth", "1"), ("hushword", "10"), ("secret", "10")):
-            response = ask(ctx, {"query": query, "limit": limit, **extra})
+            response = handled(ctx, {"query": query, "limit": limit, **extra})
             assert response.status == Status.OK
             table = "\n".join(response.body.decode().split("\n")[5:])  # the rows, no echo
             for secret in ("/private", "Secret", "hushword"):
                 assert secret not in table, (query, extra)
             public = "/public/doc.md" in table
             assert response.meta["matches"] == ("1" if public else "0"), (query, extra)
-        scoped = ask(ctx, {"query": "auth", **extra}, "/private")
+        scoped = handled(ctx, {"query": "auth", **extra}, "/private")
         assert scoped.status == Status.OK  # no read check on the scope itself
         assert scoped.meta["matches"] == "0"
 
@@ -195,10 +199,10 @@ def test_the_leak_checks_catch_a_missing_filter(leaky: Content) -> None:
 def test_a_reader_sees_everything(leaky: Content) -> None:
     ctx = guarded(leaky)
     for extra in ({}, {"match": "body"}):
-        response = ask(ctx, {"query": "auth", "auth": READER, **extra})
+        response = handled(ctx, {"query": "auth", "auth": READER, **extra})
         assert response.meta["matches"] == "2"
         assert response.body.decode().index("/private/secret.md") < response.body.decode().index(
             "/public/doc.md"
         )
-    body = ask(ctx, {"query": "hushword", "match": "body", "auth": READER})
+    body = handled(ctx, {"query": "hushword", "match": "body", "auth": READER})
     assert "auth hushword inside" in body.body.decode()

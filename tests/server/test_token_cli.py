@@ -111,7 +111,7 @@ def test_failures_exit_1_with_one_line(tmp_path: Path) -> None:
         result = run(*args, "--tokens", str(path))
         assert result.exit_code == 1, args
         assert result.stdout == ""
-        assert result.stderr.startswith("Error: ")
+        assert result.stderr.startswith("mark-server: ")
         assert result.stderr.count("\n") == 1
     assert path.read_text() == before
 

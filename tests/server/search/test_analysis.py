@@ -1,18 +1,18 @@
-"""Per-document analysis (protocol.md §10.4): the sections kept, their names, lengths and spans,
+"""Per-document analysis (SPEC §5.7): the sections kept, their names, lengths and spans,
 the posting flags, and a batch's one block of postings."""
 
 from __future__ import annotations
 
 import itertools
 import zlib
-from array import array
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
+from markproto.protocol.document import own_facts
 from markproto.server.search.analysis import (
-    DOC_SHIFT,
+    FLAG_BITS,
     IN_HEADING,
     IN_TRAIL,
     TF_MAX,
@@ -23,22 +23,18 @@ from markproto.server.search.analysis import (
 )
 from markproto.server.search.text import strip_markup
 
-NO_POSTINGS = Postings("", array("I"), array("Q"), b"")
-
 
 def name_list(analysis: Analysis) -> list[str]:
     ends = [0, *analysis.name_ends]
     return [analysis.names[a:b] for a, b in itertools.pairwise(ends)]
 
 
-def unpack(postings: Postings) -> dict[str, list[tuple[int, int, int]]]:
-    """term -> ``(document, section, flags)`` in posting order."""
+def unpack(postings: Postings | None) -> dict[str, list[tuple[int, int]]]:
+    """term -> ``(section, flags)`` in posting order."""
+    assert postings is not None
     terms = postings.terms.split("\n") if postings.terms else []
     starts = itertools.accumulate(postings.counts, initial=0)
-    rows = [
-        (key >> DOC_SHIFT, key & ((1 << DOC_SHIFT) - 1), flags)
-        for key, flags in zip(postings.keys, postings.flags, strict=True)
-    ]
+    rows = [(entry >> FLAG_BITS, entry & 0xFF) for entry in postings.entries]
     return {
         term: rows[start : start + count]
         for term, start, count in zip(terms, starts, postings.counts, strict=False)
@@ -46,63 +42,60 @@ def unpack(postings: Postings) -> dict[str, list[tuple[int, int, int]]]:
 
 
 def own_texts(body: bytes, analysis: Analysis) -> list[str]:
-    text = body if analysis.byte_spans else body.decode("utf-8", "replace")
     spans = list(analysis.spans)
-    cut = [text[start:end] for start, end in zip(spans[0::2], spans[1::2], strict=True)]
-    return [c.decode() if isinstance(c, bytes) else c for c in cut]
+    cut = [body[start:end] for start, end in zip(spans[0::2], spans[1::2], strict=True)]
+    return [c.decode("utf-8", "replace") for c in cut]
 
 
 def test_blank_bodies_and_frontmatter() -> None:
-    assert len(analyze(b"", 0).lengths) == 0
-    assert len(analyze(b"  \n\n", 0).lengths) == 0
-    analysis = analyze(b"---\ntitle: secretword\n---\nvisible\n", 0)
-    assert len(analysis.lengths) == 1
-    assert analysis.postings.terms.split("\n") == ["visible"]  # its own metadata is not body
+    assert analyze(b"").sections == 0
+    assert analyze(b"  \n\n").sections == 0
+    analysis = analyze(b"---\ntitle: secretword\n---\nvisible\n")
+    assert analysis.sections == 1
+    assert list(unpack(analysis.postings)) == ["visible"]  # its own metadata is not body
 
 
 def test_flags_frequency_and_headings() -> None:
     body = b"# Guide\n\n## Kiwi kiwi\n\n" + b"kiwi " * 70 + b"\n\n### Leaf\n\npear\n"
-    analysis = analyze(body, 3)
+    analysis = analyze(body)
     own = IN_TRAIL | IN_HEADING
     assert unpack(analysis.postings) == {
-        "guide": [(3, 0, own), (3, 1, IN_TRAIL), (3, 2, IN_TRAIL)],
-        "kiwi": [(3, 1, TF_MAX | own), (3, 2, IN_TRAIL)],  # 70 in text, capped
-        "pear": [(3, 2, 1)],
-        "leaf": [(3, 2, own)],
+        "guide": [(0, own), (1, IN_TRAIL), (2, IN_TRAIL)],
+        "kiwi": [(1, TF_MAX | own), (2, IN_TRAIL)],  # 70 in text, capped
+        "pear": [(2, 1)],
+        "leaf": [(2, own)],
     }
     assert list(analysis.lengths) == [0, 70, 1]
     assert list(analysis.heads) == [1, 1, 1]  # distinct tokens: "Kiwi kiwi" is one
     assert name_list(analysis) == ["guide", "Guide", "kiwi-kiwi", "Kiwi kiwi", "leaf", "Leaf"]
 
 
-def test_spans_are_bytes_of_valid_utf8_and_str_offsets_otherwise() -> None:
+def test_spans_are_bytes_and_sections_decode_on_their_own() -> None:
     valid = "é preamble\n\n# Ünï\n\nçà text\n".encode()
-    analysis = analyze(valid, 0)
-    assert analysis.byte_spans
+    analysis = analyze(valid)
     assert list(analysis.spans) == [0, 13, 21, 32]  # in str: 0, 12, 18, 27
     assert own_texts(valid, analysis) == ["é preamble\n\n", "\nçà text\n"]
     broken = "é\n\n# A\n\n".encode() + b"\xff x\n"
-    analysis = analyze(broken, 0)
-    assert not analysis.byte_spans
+    analysis = analyze(broken)
     assert own_texts(broken, analysis) == ["é\n\n", "\n\ufffd x\n"]
 
 
 def test_a_batch_is_its_analyses_with_one_block_of_postings() -> None:
     bodies = [b"# A\n\nkiwi pear\n", b"", b"kiwi\n\n## B\n\napple kiwi\n", b"\xff kiwi\n"]
-    alone = [analyze(body, doc_id) for doc_id, body in enumerate(bodies, start=5)]
-    analyses, block = analyze_many([(body, d) for d, body in enumerate(bodies, start=5)])
-    assert [a.postings for a in analyses] == [NO_POSTINGS] * len(bodies)
-    assert [a.doc_id for a in analyses] == [5, 6, 7, 8]
+    alone = [analyze(body) for body in bodies]
+    analyses, block = analyze_many(bodies)
+    assert [a.postings for a in analyses] == [None] * len(bodies)
+    base = 0
+    merged: dict[str, list[tuple[int, int]]] = {}
     for one, batched in zip(alone, analyses, strict=True):
         assert one.spans == batched.spans and one.names == batched.names
         assert one.lengths == batched.lengths and one.vocab == batched.vocab
         assert one.facts == batched.facts
-    merged: dict[str, list[tuple[int, int, int]]] = {}
-    for one in alone:
         for term, rows in unpack(one.postings).items():
-            merged.setdefault(term, []).extend(rows)
+            merged.setdefault(term, []).extend((base + s, f) for s, f in rows)
+        base += one.slots  # a document without sections still takes a slot
     assert unpack(block) == merged
-    assert unpack(block)["kiwi"] == [(5, 0, 1), (7, 0, 1), (7, 1, 1), (8, 0, 1)]
+    assert unpack(block)["kiwi"] == [(0, 1), (2, 1), (3, 1), (4, 1)]
 
 
 LINE = st.lists(
@@ -118,9 +111,9 @@ BODY = st.one_of(
 
 
 @settings(max_examples=200, deadline=None)
-@given(BODY, st.integers(0, 1000))
-def test_analysis_is_the_kept_sections(body: bytes, doc_id: int) -> None:
-    analysis = analyze(body, doc_id)
+@given(BODY)
+def test_analysis_is_the_kept_sections(body: bytes) -> None:
+    analysis = analyze(body)
     decoded = body.decode("utf-8", "replace")
     kept = [s for s in mdoutline.own_sections(decoded) if strip_markup(s.text) or s.heading]
     assert own_texts(body, analysis) == [s.text for s in kept]
@@ -128,7 +121,23 @@ def test_analysis_is_the_kept_sections(body: bytes, doc_id: int) -> None:
     assert len(analysis.lengths) == len(analysis.heads) == len(kept)
     postings = unpack(analysis.postings)
     for rows in postings.values():
-        assert rows and all(d == doc_id and s < len(kept) and f for d, s, f in rows)
-        assert [s for _, s, _ in rows] == sorted({s for _, s, _ in rows})
+        assert rows and all(s < len(kept) and f for s, f in rows)
+        assert [s for s, _ in rows] == sorted({s for s, _ in rows})
     vocab = zlib.decompress(analysis.vocab).decode()
     assert sorted(postings) == sorted(vocab.split("\n") if vocab else [])
+
+
+FACTS_BODY = st.builds(
+    lambda front, lines, pad: (front + pad + "\n".join(lines)).encode("utf-8", "surrogateescape"),
+    st.sampled_from(["", "---\ntitle: T\ntags: [a, b]\n---\n", "\ufeff", "\ufeff---\nx: y\n---\n"]),
+    st.lists(st.sampled_from(["# Title é", "  # Sp", "#No", "text", "\udcff", "## Sub", ""])),
+    st.sampled_from(["", "x" * 70_000 + "\n"]),  # past the first piece
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(FACTS_BODY)
+def test_facts_from_bytes_are_the_facts_of_the_text(body: bytes) -> None:
+    """The catalog's facts read from the bytes a piece at a time equal those of the decoded
+    text: the frontmatter fallbacks and the first ``# `` line."""
+    assert own_facts(body) == own_facts(body.decode("utf-8", "replace"))

@@ -1,6 +1,6 @@
-"""The body index (protocol.md §10.3-10.4): sections, the recall rule (fixed by the spec and
+"""The body index (SPEC §5.7, body mode): sections, the recall rule (fixed by the spec and
 checked against a brute-force oracle), the order rules the spec fixes (ties, importance as a
-prior only), our ranking where it departs from the reference, snippets, and removal."""
+prior only), the properties of our ranking (never particular scores), snippets, and removal."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
+from markproto.protocol.document import own_facts
 from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.analysis import analyze
-from markproto.server.search.bodyindex import BodyIndex, Hit, Weights, snippet
-from markproto.server.search.catalog import Entry, own_facts
-from markproto.server.search.text import query_terms, strip_markup, text_tokens, token_set
+from markproto.server.search.bodyindex import BodyIndex, Hit, snippet
+from markproto.server.search.catalog import Entry
+from markproto.server.search.text import query_terms, strip_markup, text_words, word_set
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -34,10 +35,10 @@ class Docs:
         data = body.encode("utf-8", "surrogateescape")
         self.bodies[path] = data
         entry = Entry.build(path, meta or {}, DAY, own_facts(data.decode("utf-8", "replace")))
-        self.index.put(entry, path, analyze(data, self.index.reserve()))
+        self.index.apply(entry, path, analyze(data))
 
     def hits(self, query: str, accept: Callable[[Entry], bool] = lambda _: True) -> list[Hit]:
-        return list(self.index.search(query_terms(query), accept))
+        return list(self.index.rank(query_terms(query), accept))
 
     def where(self, query: str) -> list[str]:
         return [
@@ -50,8 +51,8 @@ class Docs:
         return [h.snippet(self.bodies[h.entry.path], terms) for h in self.hits(query)]
 
 
-def docs(weights: Weights | None = None) -> Docs:
-    return Docs(BodyIndex(weights), {})
+def docs(max_slots: int | None = None) -> Docs:
+    return Docs(BodyIndex() if max_slots is None else BodyIndex(max_slots=max_slots), {})
 
 
 # --- sections ----------------------------------------------------------------------------------
@@ -63,7 +64,7 @@ UPSTREAM = (
 
 
 def test_upstream_sections() -> None:
-    analysis = analyze(UPSTREAM.encode(), 0)
+    analysis = analyze(UPSTREAM.encode())
     ends = list(analysis.name_ends)
     names = [analysis.names[a:b] for a, b in itertools.pairwise([0, *ends])]
     assert names[0::2] == ["", "setext-title", "child", "grandchild", "sibling"]
@@ -144,11 +145,14 @@ def test_journal_demotion() -> None:
         assert index.where("kiwi") == ["/notes.md#notes", journal + "#day"]
 
 
-# --- order: ours -------------------------------------------------------------------------------
+# --- order: ours (properties, not numbers) ------------------------------------------------------
 
 
-def mango(weights: Weights | None = None) -> list[str]:
-    index = docs(weights)
+def test_mango_the_headed_section_beats_the_tag() -> None:
+    """The reference ranks the tagged document's bare row first (its bare rows are boosted on a
+    scale of their own); here the 0.9-importance section headed "Mango" that says it twice wins
+    over a tag and a title word. Recall is the same."""
+    index = docs()
     index.put(
         "/plans/mango.md",
         "# Mango plan\n\n## Goal\n\nRipen the mango.\n",
@@ -159,14 +163,7 @@ def mango(weights: Weights | None = None) -> list[str]:
         "# Other\n\n## Mango\n\nA mango is mentioned here and mango again.\n",
         {"importance": "0.9"},
     )
-    return index.where("mango")
-
-
-def test_mango_reference_and_ours() -> None:
-    """The reference ranks the tagged document's bare row first; ours weighs a section's own
-    heading as a field, so the 0.9-importance section titled "Mango" wins. Recall is the same."""
-    assert mango(Weights.reference()) == ["/plans/mango.md", "/plans/other.md#mango"]
-    assert mango() == ["/plans/other.md#mango", "/plans/mango.md"]
+    assert index.where("mango") == ["/plans/other.md#mango", "/plans/mango.md"]
 
 
 def test_papaya_section_beats_a_tagged_journal() -> None:
@@ -195,6 +192,53 @@ def test_own_heading_beats_mentions() -> None:
     assert index.where("dockerfile") == ["/a.md#dockerfile", "/a.md#build"]
 
 
+FILLER = st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta", "the", "of"]), max_size=60)
+
+
+@settings(max_examples=100, deadline=None)
+@given(FILLER, FILLER, st.integers(1, 5), FILLER)
+def test_a_heading_only_match_never_outranks_heading_and_text(
+    with_term: list[str], without: list[str], mentions: int, others: list[str]
+) -> None:
+    """One saturation over all fields: a term in the text adds to the same heading, whatever
+    the lengths, so a section whose heading alone holds the term cannot come first."""
+    index = docs()
+    titled = {"title": "Doc"}
+    text = " ".join(with_term + ["kiwi"] * mentions)
+    index.put("/x.md", "# Kiwi guide\n\n" + text + "\n", titled)
+    index.put("/y.md", "# Kiwi guide\n\n" + " ".join(without) + "\n", titled)
+    index.put("/z.md", "# Other\n\n" + " ".join(others) + "\n")  # statistics around them
+    assert index.where("kiwi") == ["/x.md#kiwi-guide", "/y.md#kiwi-guide"]
+
+
+def test_a_bare_row_competes_on_the_same_scale() -> None:
+    """A bare row is scored like any row (its one field is the title and tags): it comes first
+    against a passing mention and after a section that is about the query, so neither kind of
+    row always wins."""
+    index = docs()
+    index.put("/kiwi.md", "# Kiwi\n\nAbout the fruit.\n")  # title "Kiwi": a bare row
+    index.put("/notes.md", "# Notes\n\n" + "lots of words here " * 20 + "and a kiwi once.\n")
+    assert index.where("kiwi") == ["/kiwi.md", "/notes.md#notes"]
+    index = docs()
+    index.put("/kiwi.md", "# Kiwi\n\nAbout the fruit.\n", {"importance": "0.2"})
+    index.put(
+        "/guide.md",
+        "# Guide\n\n## Kiwi\n\nKiwi care: a kiwi wants sun.\n",
+        {"importance": "0.9"},
+    )
+    assert index.where("kiwi") == ["/guide.md#kiwi", "/kiwi.md"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["0.1", "0.3", "0.5", "0.7", "0.9"]), min_size=2, max_size=5))
+def test_importance_orders_ties_of_relevance(importances: list[str]) -> None:
+    index = docs()
+    for number, importance in enumerate(importances):
+        index.put(f"/d{number}.md", "# Same\n\nkiwi text\n", {"importance": importance})
+    order = sorted(range(len(importances)), key=lambda n: (-float(importances[n]), f"/d{n}.md"))
+    assert index.where("kiwi") == [f"/d{n}.md#same" for n in order]
+
+
 # --- snippets ----------------------------------------------------------------------------------
 
 
@@ -221,12 +265,22 @@ def test_snippets_come_from_the_right_bytes() -> None:
     assert index.snippets("broken") == ["broken \ufffd byte"]
 
 
-def oracle_snippet(raw: str, terms: Sequence[str]) -> str:
-    best, best_hits = "", -1
+def test_snippet_prefers_the_rarest_terms() -> None:
+    raw = "alpha common\nbeta common\nbeta\n"
+    assert snippet(raw, ["alpha", "beta", "common"], [1.0, 5.0, 0.1]) == "beta common"
+    assert snippet(raw, ["alpha", "beta", "common"]) == "alpha common"  # alike: the first
+    assert snippet(raw + "alpha beta common", ["alpha", "beta", "common"], [1.0, 5.0, 0.1]) == (
+        "alpha beta common"  # the most distinct terms come first
+    )
+
+
+def oracle_snippet(raw: str, terms: Sequence[str], rarity: Sequence[float]) -> str:
+    best, best_key = "", (-1, 0.0)
     for line in strip_markup(raw).split("\n"):
-        hits = sum(term in go_lower(line) for term in terms)
-        if hits > best_hits:
-            best, best_hits = line, hits
+        found = [w for term, w in zip(terms, rarity, strict=True) if term in go_lower(line)]
+        key = (len(found), sum(found))
+        if key > best_key:
+            best, best_key = line, key
     return best if len(best.encode()) <= 240 else snippet(best, ["\n"])
 
 
@@ -248,7 +302,8 @@ SNIPPET_TEXT = st.lists(
 )
 def test_snippet_is_the_literal_rule(raw: str, terms: list[str]) -> None:
     terms = list(dict.fromkeys(terms))
-    assert snippet(raw, terms) == oracle_snippet(raw, terms)
+    rarity = [float(len(term) % 3) for term in terms]  # ties and orders alike
+    assert snippet(raw, terms, rarity) == oracle_snippet(raw, terms, rarity)
 
 
 # --- removal -----------------------------------------------------------------------------------
@@ -272,13 +327,21 @@ def test_put_replaces_and_remove_forgets() -> None:
     assert index.index.sections == 1
 
 
-def test_analyses_go_in_reserve_order() -> None:
-    index = BodyIndex()
-    early, late = index.reserve(), index.reserve()
-    entry = Entry.build("/a.md", {}, DAY, own_facts(""))
-    index.put(entry, "", analyze(b"x y", late))
-    with pytest.raises(ValueError, match="reserve order"):
-        index.put(Entry.build("/b.md", {}, DAY, own_facts("")), "", analyze(b"x y", early))
+def test_slots_renumber_when_they_run_out() -> None:
+    """Slots only grow; when they run out the live ones are renumbered, and nothing changes."""
+    small, fresh = docs(max_slots=12), docs()
+    for round_ in range(10):
+        for index in (small, fresh):
+            index.put("/a.md", f"# A\n\nkiwi {round_}\n\n## B\n\npear kiwi\n", {"tags": "fruit"})
+            index.put("/e.md", "")  # no sections, still a slot
+            index.put("/c.md", f"# C\n\nkiwi pear v{round_}\n")
+    for query in ("kiwi", "pear kiwi", "fruit", "fruit pear", "v9"):
+        assert [(h.entry.path, h.anchor, h.score) for h in small.hits(query)] == [
+            (h.entry.path, h.anchor, h.score) for h in fresh.hits(query)
+        ]
+    assert small.index.terms == fresh.index.terms
+    with pytest.raises(OverflowError):
+        small.put("/big.md", "".join(f"# H{n}\n\nx\n\n" for n in range(20)))
 
 
 # --- the recall rule, against a brute-force oracle ---------------------------------------------
@@ -295,7 +358,7 @@ def oracle(bodies: dict[str, tuple[str, dict[str, str]]], terms: Sequence[str]) 
             text = strip_markup(section.text)
             if not text and not section.heading:
                 continue
-            here = set(text_tokens(text)) | token_set(section.trail)
+            here = set(text_words(text)) | word_set(section.trail)
             if all(t in here or t in doc_terms for t in terms) and any(t in here for t in terms):
                 rows.add(f"{path}#{section.anchor}")
     return rows
@@ -342,3 +405,4 @@ def test_arbitrary_bodies_and_queries_never_raise(body: str, query: str) -> None
         assert len(hit.snippet(index.bodies["/a.md"], query_terms(query)).encode()) <= 240
     index.index.remove("/a.md")
     assert index.index.terms == 0
+    assert len(index.index) == 0

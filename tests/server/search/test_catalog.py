@@ -1,5 +1,5 @@
-"""Catalog entries (protocol.md §10.1, §14), catalog-mode matching and order (§10.2), filters
-(§10.5) with the reference's exact messages."""
+"""Catalog entries, catalog-mode matching and order, filters with the reference's exact messages
+(SPEC §5.7)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markproto.protocol.document import own_facts
 from markproto.protocol.gotext import trim_space
 from markproto.server.search.catalog import (
     Catalog,
     Clause,
     Entry,
     FilterError,
-    own_facts,
     parse_filter,
 )
 
@@ -129,16 +129,16 @@ def paths(entries: list[Entry]) -> list[str]:
 
 
 def test_golden_catalog_query() -> None:
-    assert paths(golden_catalog().search("alpha beta", "/")) == ["/docs/a.md", "/docs/b.md"]
-    assert golden_catalog().search("zzznothing", "/") == []
+    assert paths(golden_catalog().match("alpha beta", "/")) == ["/docs/a.md", "/docs/b.md"]
+    assert golden_catalog().match("zzznothing", "/") == []
 
 
 def test_title_substring_and_tag_equality() -> None:
     catalog = golden_catalog()
-    assert paths(catalog.search("al", "/")) == ["/docs/a.md"]  # substring of the title
-    assert paths(catalog.search("WIRE", "/")) == ["/docs/a.md"]  # tag, any case
-    assert catalog.search("wir", "/") == []  # tags are not substrings
-    assert paths(catalog.search("|", "/")) == ["/docs/b.md"]  # no punctuation trimming
+    assert paths(catalog.match("al", "/")) == ["/docs/a.md"]  # substring of the title
+    assert paths(catalog.match("WIRE", "/")) == ["/docs/a.md"]  # tag, any case
+    assert catalog.match("wir", "/") == []  # tags are not substrings
+    assert paths(catalog.match("|", "/")) == ["/docs/b.md"]  # no punctuation trimming
 
 
 def test_order_score_importance_modified_path() -> None:
@@ -147,29 +147,29 @@ def test_order_score_importance_modified_path() -> None:
     catalog.put(entry("/b.md", {"tags": "x", "importance": "0.9"}, modified=DAY))
     catalog.put(entry("/a.md", {"tags": "x", "importance": "0.9"}, modified=DAY))
     catalog.put(entry("/c.md", {"tags": "x", "importance": "0.9"}, modified=DAY + timedelta(1)))
-    assert paths(catalog.search("x y", "/")) == ["/z.md", "/c.md", "/a.md", "/b.md"]
+    assert paths(catalog.match("x y", "/")) == ["/z.md", "/c.md", "/a.md", "/b.md"]
 
 
 def test_match_all_and_scope() -> None:
     catalog = golden_catalog()
     catalog.put(entry("/other/x.md", {"importance": "1"}))
-    assert paths(catalog.search(" * ", "/")) == [
+    assert paths(catalog.match(" * ", "/")) == [
         "/other/x.md",
         "/docs/a.md",
         "/docs/sub/c d.md",
         "/docs/b.md",
     ]
-    assert paths(catalog.search("*", "/docs/sub")) == ["/docs/sub/c d.md"]
-    assert catalog.search("*", "/oth") == []
-    assert paths(catalog.search("*", "/other/x.md")) == ["/other/x.md"]
+    assert paths(catalog.match("*", "/docs/sub")) == ["/docs/sub/c d.md"]
+    assert catalog.match("*", "/oth") == []
+    assert paths(catalog.match("*", "/other/x.md")) == ["/other/x.md"]
 
 
 def test_remove_and_replace() -> None:
     catalog = golden_catalog()
     catalog.put(entry("/docs/a.md", {"tags": "gamma"}, "# New"))
-    assert catalog.search("alpha", "/") == []
+    assert catalog.match("alpha", "/") == []
     assert catalog.remove("/docs/b.md") is not None
-    assert catalog.search("beta", "/") == []
+    assert catalog.match("beta", "/") == []
     assert len(catalog) == 2
 
 
@@ -226,18 +226,18 @@ def test_filter_messages(text: str, message: str) -> None:
 
 def test_filter_predicates() -> None:
     catalog = golden_catalog()
-    assert paths(catalog.search("*", "/", parse_filter("tag=WIRE"))) == ["/docs/a.md"]
-    assert paths(catalog.search("*", "/", parse_filter("tags=beta"))) == ["/docs/b.md"]
-    assert catalog.search("*", "/", parse_filter("tags=alpha")) == []  # the whole stored value
-    assert paths(catalog.search("*", "/", parse_filter("type=Document"))) == [
+    assert paths(catalog.match("*", "/", parse_filter("tag=WIRE"))) == ["/docs/a.md"]
+    assert paths(catalog.match("*", "/", parse_filter("tags=beta"))) == ["/docs/b.md"]
+    assert catalog.match("*", "/", parse_filter("tags=alpha")) == []  # the whole stored value
+    assert paths(catalog.match("*", "/", parse_filter("type=Document"))) == [
         "/docs/sub/c d.md",
         "/docs/b.md",
     ]
-    assert catalog.search("*", "/", parse_filter("type=document")) == []  # exact, case and all
-    assert catalog.search("*", "/", parse_filter("modified-after=2026-01-02")) == []  # strict
-    assert len(catalog.search("*", "/", parse_filter("modified-after=2026-01-01T23:59:59Z"))) == 3
-    assert len(catalog.search("*", "/", parse_filter("modified-before=2026-01-02T00:00:01Z"))) == 3
-    assert catalog.search("*", "/", parse_filter("tag=alpha,tag=beta")) == []  # all must hold
+    assert catalog.match("*", "/", parse_filter("type=document")) == []  # exact, case and all
+    assert catalog.match("*", "/", parse_filter("modified-after=2026-01-02")) == []  # strict
+    assert len(catalog.match("*", "/", parse_filter("modified-after=2026-01-01T23:59:59Z"))) == 3
+    assert len(catalog.match("*", "/", parse_filter("modified-before=2026-01-02T00:00:01Z"))) == 3
+    assert catalog.match("*", "/", parse_filter("tag=alpha,tag=beta")) == []  # all must hold
 
 
 @settings(max_examples=300, deadline=None)

@@ -4,6 +4,7 @@ the same index as inline puts."""
 
 from __future__ import annotations
 
+import multiprocessing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,8 +12,7 @@ import pytest
 
 from markproto.protocol import storefmt, wire
 from markproto.protocol.bodies import LookupRow, render_lookup
-from markproto.server.search.catalog import parse_filter
-from markproto.server.search.service import Lookup
+from markproto.server.search.service import BadQuery, Lookup, parse_query
 from markproto.server.storage.store import Version
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
@@ -57,13 +57,11 @@ def rows(
     readable: frozenset[str] | None = None,
     clauses: str = "",
 ) -> list[LookupRow]:
-    return lookup.search(
-        query,
+    meta = {"query": query, "match": "body" if body else "catalog", "limit": str(limit)}
+    return lookup.answer(
+        parse_query({**meta, "filter": clauses}),
         scope,
-        parse_filter(clauses),
-        body=body,
         readable=lambda path: readable is None or path in readable,
-        limit=limit,
         load=by_path.get,
     )
 
@@ -179,7 +177,7 @@ def corpus_docs() -> list[Version]:
     ]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [0, 1, 2])
 def test_bulk_builds_the_same_index(workers: int) -> None:
     docs = corpus_docs()
     inline = Lookup()
@@ -189,6 +187,8 @@ def test_bulk_builds_the_same_index(workers: int) -> None:
     with bulk.bulk(workers=workers, batch_bytes=400):
         for doc in docs:
             bulk.put(doc)
+        # as many worker processes as asked for (1 is one, not none)
+        assert len(multiprocessing.active_children()) == workers
         bulk.put(loaded("/d0/note.md", "# Replaced\n\nomega\n"))  # a later put of a path wins
         bulk.put(docs[0])
         bulk.remove("/d1/note.md")  # waits for what is pending
@@ -199,3 +199,31 @@ def test_bulk_builds_the_same_index(workers: int) -> None:
             want = rows(inline, by_path, query, body=body, limit=1000)
             assert rows(bulk, by_path, query, body=body, limit=1000) == want
     assert bulk.bodies.terms == inline.bodies.terms
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ({"query": "a", "limit": "0", "match": "x"}, "query must be at least 2 characters"),
+        ({"query": " ".join(f"t{n}" for n in range(40))}, "query has too many terms: 33 > 32"),
+        ({"query": "ab", "limit": "0", "filter": "x"}, "invalid limit"),
+        ({"query": "ab", "filter": "x", "match": "x"}, 'malformed filter clause "x"'),
+        ({"query": "ab", "match": "Body"}, 'match must be "catalog" or "body", got "Body"'),
+    ],
+)
+def test_a_query_is_read_in_the_reference_order(meta: dict[str, str], message: str) -> None:
+    with pytest.raises(BadQuery) as refused:
+        parse_query(meta)
+    assert str(refused.value) == message
+
+
+def test_a_query_keeps_what_the_request_said() -> None:
+    query = parse_query({"query": "  *  ", "limit": "5000", "match": ""})
+    assert (query.text, query.mode, query.limit, query.clauses, query.body) == (
+        "*",
+        "catalog",
+        1000,
+        (),
+        False,
+    )
+    assert parse_query({"query": "ab", "match": "body"}).body

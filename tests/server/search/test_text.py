@@ -1,4 +1,4 @@
-"""LOOKUP's text rules (protocol.md §10.2-10.3) against the reference's tables, and the fast paths
+"""LOOKUP's text rules (SPEC §5.7) against the reference's tables, and the fast paths
 against literal per-line / per-field oracles written from the spec with Go's semantics."""
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from markproto.protocol.gotext import fields, fold
 from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.text import (
     catalog_terms,
-    field_tokens,
+    field_words,
     loose_text,
     query_terms,
     strip_line,
     strip_markup,
-    text_tokens,
-    token_set,
+    text_words,
+    word_set,
 )
 
 # --- oracles, straight from the spec --------------------------------------------------------------
@@ -123,8 +123,8 @@ def oracle_strip(raw: str) -> str:
     ],
 )
 def test_field_tokens_table(field: str, tokens: list[str]) -> None:
-    assert field_tokens(field) == tokens
-    assert Counter(text_tokens(field)) == Counter(tokens)
+    assert field_words(field) == tokens
+    assert Counter(text_words(field)) == Counter(tokens)
 
 
 def test_query_terms_example() -> None:
@@ -183,16 +183,16 @@ def test_lower_is_per_rune() -> None:
 def test_go_whitespace() -> None:
     assert fields("a\x1cb\x1fc") == ["a\x1cb\x1fc"]  # not spaces in Go
     assert fields("a\u00a0b\u3000c\x85d") == ["a", "b", "c", "d"]
-    assert text_tokens("ab\x1ccd") == ["ab\x1ccd", "ab", "cd"]
+    assert text_words("ab\x1ccd") == ["ab\x1ccd", "ab", "cd"]
     assert strip_markup(" x\x1cy ") == "x\x1cy"
 
 
 def test_token_limits_are_runes_and_bytes() -> None:
-    assert field_tokens("é") == []  # two bytes, one rune
-    assert field_tokens("éé") == ["éé"]
-    assert field_tokens("é" * 16) == ["é" * 16]  # 32 bytes
-    assert field_tokens("é" * 17) == []  # 34 bytes
-    assert field_tokens("ab-" + "é" * 17) == ["ab"]
+    assert field_words("é") == []  # two bytes, one rune
+    assert field_words("éé") == ["éé"]
+    assert field_words("é" * 16) == ["é" * 16]  # 32 bytes
+    assert field_words("é" * 17) == []  # 34 bytes
+    assert field_words("ab-" + "é" * 17) == ["ab"]
 
 
 def test_catalog_terms_and_fold() -> None:
@@ -200,7 +200,7 @@ def test_catalog_terms_and_fold() -> None:
     assert catalog_terms("(x)") == ["(x)"]  # no trimming in catalog mode
     assert fold("\u212a") == fold("k") == fold("K")  # the Kelvin sign folds to k
     assert fold("ſ") == fold("s")
-    assert token_set(["Beta | piped", "a,b"]) == {"beta", "piped", "a,b"}
+    assert word_set(["Beta | piped", "a,b"]) == {"beta", "piped", "a,b"}
 
 
 # --- fast paths equal the literal rules -----------------------------------------------------------
@@ -223,14 +223,14 @@ def test_strip_markup_equals_the_per_line_rules(raw: str) -> None:
 @given(MARKDOWN)
 def test_text_tokens_equal_field_by_field(text: str) -> None:
     want = [token for field in go_fields(text) for token in oracle_field_tokens(field)]
-    assert Counter(text_tokens(text)) == Counter(want)
-    assert [t for f in fields(text) for t in field_tokens(f)] == want
+    assert Counter(text_words(text)) == Counter(want)
+    assert [t for f in fields(text) for t in field_words(f)] == want
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60))
 def test_any_text_is_tokenized_without_error(text: str) -> None:
-    for token in text_tokens(text):
+    for token in text_words(text):
         assert fits(token)
         assert not any(ch in GO_SPACE for ch in token)
     for term in query_terms(text):
