@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -62,6 +63,15 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.updated or self.removed)
+
+
+class WriteTimedOut(Exception):
+    """A write given up on (its request timed out): ``started`` says whether it may have been
+    applied (it was running) or certainly was not (it was still waiting for the writer)."""
+
+    def __init__(self, *, started: bool) -> None:
+        super().__init__("write in progress" if started else "write still waiting")
+        self.started = started
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,30 +227,66 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        outcome = await self._write(self._store.publish, path, body, meta, expected)
-        if isinstance(outcome, Written):
-            self._applied(outcome.version)
-            if outcome.created:
-                self._tell(_change(outcome.version, OP_PUBLISH))
-        return outcome
+        return await self._write(OP_PUBLISH, self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        outcome = await self._write(self._store.append, path, text, overlay, expected)
-        if isinstance(outcome, Written):
-            self._applied(outcome.version)
-            self._tell(_change(outcome.version, OP_APPEND))
-        return outcome
+        return await self._write(OP_APPEND, self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        outcome = await self._write(self._store.set_archived, path, archived)
-        if isinstance(outcome, Version):
-            before = self._snapshot.get(path)
+        return await self._write(OP_ARCHIVE, self._store.set_archived, path, archived)
+
+    async def _write(self, op: str, fn: Callable[..., T], *args: object) -> T:
+        """Queue one write for the writer thread, which commits all writes queued meanwhile as
+        one group (`Store.batch`: many clients' writes share one filesystem sync), and apply
+        its result.
+
+        ``op`` is what WATCH is told it was (an archive flag set to false is told as a publish).
+        Cancelled while it waits (the request timed out, or its peer left), it is taken out of
+        the queue and raises `WriteTimedOut` (not applied). Cancelled once the writer took it, it
+        cannot be stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied
+        whenever it lands, so the snapshot never misses a write the disk has. Cancelled just as
+        it finished, its result counts as if it had not been cancelled at all.
+        """
+        job = _Job(fn, args, concurrent.futures.Future())
+        with self._queue_lock:
+            self._queue.append(job)
+        self._writer.submit(self._drain)
+        self._in_flight += 1
+        try:
+            outcome = await asyncio.wrap_future(job.done)
+        except asyncio.CancelledError:
+            with self._queue_lock:
+                waiting = not job.taken
+                if waiting:
+                    self._queue.remove(job)
+            if waiting:
+                raise WriteTimedOut(started=False) from None
+            if not job.done.done():
+                asyncio.wrap_future(job.done).add_done_callback(partial(self._landed, op))
+                raise WriteTimedOut(started=True) from None
+            outcome = job.done.result()
+        finally:
+            self._in_flight -= 1
+        self._settle(outcome, op)
+        return outcome
+
+    def _landed(self, op: str, job: asyncio.Future[Any]) -> None:
+        if not job.cancelled() and job.exception() is None:
+            self._settle(job.result(), op)
+
+    def _settle(self, outcome: object, op: str) -> None:
+        """Apply a write's outcome to the snapshot and the indexes, and tell WATCH of a change."""
+        if isinstance(outcome, Written):
+            self._applied(outcome.version)
+            if outcome.created or op == OP_APPEND:
+                self._tell(_change(outcome.version, op))
+        elif isinstance(outcome, Version):
+            before = self._snapshot.get(outcome.path)
             self._applied(outcome)
             if before is None or before.archived != outcome.archived:
-                self._tell(_change(outcome, OP_ARCHIVE if archived else OP_PUBLISH))
-        return outcome
+                self._tell(_change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH))
 
     @property
     def indexing(self) -> bool:
@@ -264,24 +310,13 @@ class Content:
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
-    async def _write(self, fn: Callable[..., T], *args: object) -> T:
-        """Queue a write for the writer thread, which commits all writes queued meanwhile as
-        one group (`Store.batch`): many clients' writes share one filesystem sync."""
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-        with self._queue_lock:
-            self._queue.append(_Job(fn, args, done))
-        self._writer.submit(self._drain)
-        self._in_flight += 1
-        try:
-            return await asyncio.wrap_future(done)
-        finally:
-            self._in_flight -= 1
-
     def _drain(self) -> None:
         """Run the queued writes (writer thread): one alone as it is, several in one batch. A
         write's result is handed back only after the commit that makes it durable."""
         with self._queue_lock:
             jobs, self._queue = self._queue, []
+            for job in jobs:
+                job.taken = True
         if not jobs:
             return
         if len(jobs) == 1:
@@ -410,6 +445,8 @@ class _Job(Generic[T]):
     fn: Callable[..., T]
     args: tuple[Any, ...]
     done: concurrent.futures.Future[T]
+    taken: bool = False
+    """The writer took it from the queue (under the queue lock): it can no longer be withdrawn."""
     outcome: tuple[T] | None = None
     error: BaseException | None = field(default=None)
 

@@ -100,5 +100,5 @@ async def test_imports_and_a_running_server_never_corrupt_a_document(tmp_path: P
             history = store.history(path)
             assert history is not None and store.chain_valid(history), path
             for file in history.files:
-                storefmt.parse_version(Path(file).read_bytes())
+                storefmt.parse_version((root / file).read_bytes())
     assert not list(root.rglob(".tmp-*"))

@@ -42,7 +42,9 @@ async def test_concurrent_writes_share_their_syncs(
 ) -> None:
     syncs: list[str] = []
     real = durable.sync_filesystem
-    monkeypatch.setattr(durable, "sync_filesystem", lambda f: (syncs.append(f), real(f))[1])
+    monkeypatch.setattr(
+        durable, "sync_filesystem", lambda f, **k: (syncs.append(f), real(f, **k))[1]
+    )
     content, _ = served
     outcomes = await burst(content)
     assert all(isinstance(o, Written) and o.created for o in outcomes)
