@@ -56,6 +56,14 @@ class ServerConfig:
     index_workers: int = 2
     """Processes that analyze bodies for the body index at startup (capped by the CPU count);
     each costs ~50 MiB while it runs, so a small board trades startup time for memory. 0: inline."""
+    watch_limit: int = 4096
+    """WATCH subscriptions open at once in all; 0 turns WATCH off (answered as unsupported)."""
+    watch_connection_limit: int = 16
+    """WATCH subscriptions open at once on one connection (each holds one of its streams)."""
+    watch_heartbeat: float = 20.0
+    """Seconds of silence on a WATCH stream before a heartbeat."""
+    watch_log: int = 4096
+    """Changes kept for WATCH subscribers to resume from."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -223,6 +231,14 @@ _SETTINGS: dict[str, _Setting] = {
     "index_workers": _Setting(
         _at_least(_int, 0), "Startup indexing processes (~50 MiB each while indexing); 0: inline."
     ),
+    "watch_limit": _Setting(_at_least(_int, 0), "WATCH subscriptions in all; 0: WATCH off."),
+    "watch_connection_limit": _Setting(_at_least(_int, 1), "WATCH subscriptions per connection."),
+    "watch_heartbeat": _Setting(
+        _at_least(_seconds, 0, above=True),
+        "Silence on a WATCH stream before a heartbeat.",
+        "SECONDS",
+    ),
+    "watch_log": _Setting(_at_least(_int, 1), "Changes kept for WATCH subscribers to resume."),
 }
 
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from markproto.protocol import bodies, status, wire
 from markproto.protocol.paths import normalize_scope
-from markproto.server.handlers import Context, bad_request, not_found
+from markproto.server.handlers import Context, bad_request, links, not_found
+from markproto.server.search.graph import LINKS
 from markproto.server.search.service import BadQuery, parse_query
 from markproto.server.storage.store import Version
 
 
 def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
     meta = request.meta
+    if meta.get("match") == LINKS:  # the extension (SPEC §5.9): no reference request says so
+        return links.handle(request, path, ctx)
     try:
         query = parse_query(meta)
     except BadQuery as exc:

@@ -9,7 +9,8 @@ arrays. Nothing per posting is a Python object: a term's postings are 32-bit ent
 slot it gives them), flags being the term frequency capped at ``TF_MAX``, ``IN_TRAIL`` and
 ``IN_HEADING``. Stripped text is never kept: a section keeps its span in the body (a snippet is
 cut again from there), its word count, its anchor and heading, and the document keeps its
-vocabulary, compressed, for removal.
+vocabulary, compressed, for removal. The same pass finds the document's links
+(``protocol.links.Extractor``), packed for the link index: one parse feeds both indexes.
 
 Transient memory is bounded per piece, not per body: the body is never decoded whole (the heading
 parse reads it a line-aligned piece at a time, each section is decoded on its own), and sections
@@ -28,6 +29,8 @@ from itertools import accumulate
 
 from markproto.protocol import mdoutline
 from markproto.protocol.document import OwnFacts, own_facts
+from markproto.protocol.links import Extractor
+from markproto.server.search.links import pack
 from markproto.server.search.text import name_length, strip_markup, text_words, word_set
 
 __all__ = [
@@ -76,6 +79,11 @@ class Analysis:
     """Anchor, then heading, of each section: item i is ``names[ends[i-1]:ends[i]]``."""
     vocab: bytes
     """The document's terms, newline-joined and compressed: all that removal needs."""
+    links: bytes
+    """The document's links, packed (``links.pack``): what the link index keeps."""
+    link_count: int
+    ids: str
+    """The ids HTML elements of the body set, newline-joined (anchors besides the headings')."""
     postings: Postings | None
     """None when the postings travel in a batch's block (``analyze_many``)."""
 
@@ -218,7 +226,9 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     entry = base << FLAG_BITS
     size = 0
     found.begin()
+    linked = Extractor(body)
     for start, stop, section in mdoutline.iter_own_sections(body):
+        linked.section(start, stop, section)
         counts, length, has_text = _words(section.text)
         if not has_text and not section.heading:
             continue
@@ -245,6 +255,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
             size += len(name)
             name_ends.append(size)
         entry += 1 << FLAG_BITS
+    packed, link_count = pack(linked.links())
     return Analysis(
         facts=own_facts(body),
         spans=spans,
@@ -253,5 +264,8 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         names="".join(names),
         name_ends=name_ends,
         vocab=zlib.compress("\n".join(sorted(found.vocab)).encode(), 1),
+        links=packed,
+        link_count=link_count,
+        ids="\n".join(i for i in linked.ids if "\n" not in i),
         postings=None,
     )

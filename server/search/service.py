@@ -1,6 +1,6 @@
-"""The LOOKUP service: the catalog and the body index kept current as one ``Index``, and the
-query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the reader may not read,
-then cut to ``limit``).
+"""The LOOKUP service: the catalog, the body index and the link index kept current as one
+``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the
+reader may not read, then cut to ``limit``).
 
 Indexing a document is two steps: ``analyze`` (a pure function of the body, which may run
 anywhere: a thread, a worker process) and ``apply`` (appending its arrays to the indexes, cheap,
@@ -34,6 +34,7 @@ from markproto.protocol.paths import atoi, in_scope
 from markproto.server.search.analysis import Analysis, Postings, analyze, analyze_many
 from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
 from markproto.server.search.catalog import Catalog, Clause, Entry, FilterError, parse_filter
+from markproto.server.search.links import LinkIndex
 from markproto.server.search.text import catalog_terms, query_terms
 from markproto.server.storage.store import Version
 
@@ -95,11 +96,13 @@ def _limit(value: str) -> int | None:
 
 
 class Lookup:
-    """The catalog and the body index behind LOOKUP, as one ``content.Index``."""
+    """The catalog, the body index and the link index behind LOOKUP, as one
+    ``content.Index``."""
 
     def __init__(self, weights: Weights | None = None) -> None:
         self.catalog = Catalog()
         self.bodies = BodyIndex(weights)
+        self.links = LinkIndex()
         self._pool: concurrent.futures.Executor | None = None
         self._batch: list[Version] = []
         self._batch_bytes = 0
@@ -127,12 +130,14 @@ class Lookup:
         self._drain()
         self.catalog.remove(path)
         self.bodies.remove(path)
+        self.links.remove(path)
 
     def _apply(self, docs: Sequence[tuple[Version, Analysis]], block: Postings | None) -> None:
         batch = []
         for doc, analysis in docs:
             entry = Entry.build(doc.path, doc.meta, doc.modified, analysis.facts)
             self.catalog.put(entry)
+            self.links.apply(doc.path, analysis, doc.meta)
             batch.append((entry, doc.content_hash, analysis))
         assert block is not None
         self.bodies.apply_batch(batch, block)

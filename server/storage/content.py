@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from markproto.protocol.watch import OP_APPEND, OP_ARCHIVE, OP_PUBLISH
 from markproto.server.storage import recovery
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
 from markproto.server.storage.store import (
@@ -61,6 +62,23 @@ class Changes:
         return bool(self.updated or self.removed)
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to a served document, as WATCH tells it (SPEC §5.8): a new version
+    (``publish``, ``append``), or the document hidden (``archive``) or shown again (``publish``
+    of the same version)."""
+
+    path: str
+    version: int
+    op: str
+    content_hash: str
+    agent: str
+
+
+def _change(doc: Version | CurrentVersion, op: str) -> Change:
+    return Change(doc.path, doc.number, op, doc.content_hash, doc.meta.get("agent", ""))
+
+
 class _VersionCache:
     """A byte-bounded LRU of versions read in full; they never change, so entries never go stale."""
 
@@ -92,6 +110,8 @@ class Content:
         self._store = store
         self._snapshot = Snapshot()
         self.indexes = list(indexes)
+        self.observers: list[Callable[[Change], None]] = []
+        """Told of every change once it is applied (the WATCH change log)."""
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
@@ -188,6 +208,8 @@ class Content:
         outcome = await self._run(self._store.publish, path, body, meta, expected)
         if isinstance(outcome, Written):
             self._apply(outcome.version)
+            if outcome.created:
+                self._tell(_change(outcome.version, OP_PUBLISH))
         return outcome
 
     async def append(
@@ -196,12 +218,16 @@ class Content:
         outcome = await self._run(self._store.append, path, text, overlay, expected)
         if isinstance(outcome, Written):
             self._apply(outcome.version)
+            self._tell(_change(outcome.version, OP_APPEND))
         return outcome
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         outcome = await self._run(self._store.set_archived, path, archived)
         if isinstance(outcome, Version):
+            before = self._snapshot.get(path)
             self._apply(outcome)
+            if before is None or before.archived != outcome.archived:
+                self._tell(_change(outcome, OP_ARCHIVE if archived else OP_PUBLISH))
         return outcome
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
@@ -214,6 +240,13 @@ class Content:
                 index.remove(version.path)
             else:
                 index.put(version)
+
+    def _tell(self, change: Change) -> None:
+        for observer in self.observers:
+            try:
+                observer(change)
+            except Exception:
+                log.exception("a change observer failed")
 
     def _forget(self, path: str) -> None:
         self._snapshot.remove(path)
@@ -274,13 +307,30 @@ class Content:
                 self._snapshot.remove_dir(path)
         updated, removed = [], []
         for path, version in changed.items():
+            before = self._snapshot.get(path)
             if version is None:
                 self._forget(path)
                 removed.append(path)
+                if before is not None and not before.archived:
+                    self._tell(_change(before, OP_ARCHIVE))
             else:
                 self._apply(version)
                 updated.append(path)
+                change = _scanned(before, version)
+                if change is not None:
+                    self._tell(change)
         return Changes(tuple(updated), tuple(removed))
+
+
+def _scanned(before: CurrentVersion | None, after: Version) -> Change | None:
+    """What a change scan's new view of a document tells a watcher, if anything visible changed:
+    hidden now (``archive``), or shown with new content or again (``publish``)."""
+    shown_before = before is not None and not before.archived
+    if after.archived:
+        return _change(after, OP_ARCHIVE) if shown_before else None
+    if shown_before and before is not None and before.file == after.file:
+        return None
+    return _change(after, OP_PUBLISH)
 
 
 def _history_key(history: History) -> bytes:
