@@ -51,19 +51,18 @@ _FLAGS = (1 << FLAG_BITS) - 1
 @dataclass(frozen=True, slots=True)
 class Weights:
     """The ranking, BM25F: one saturation (``k1``) over a row's weighted fields, each field's
-    term frequency normalized by that field's length (``b``, ``heading_b``, ``doc_b``). A section
-    row's fields are its text (weight 1), its own heading and its trail: its ancestors' headings
-    and, at their root, its document's tags and title. A bare row's one field is its tags and
-    title (``doc``). Then the importance prior and the journal demotion, which order rows but
-    never admit one. docs/SPEC.md §5.7 says why each value is what it is."""
+    term frequency normalized by that field's length (``b``, ``heading_b``). A section row's
+    fields are its text (weight 1), its own heading and its trail: its ancestors' headings and,
+    at their root, its document's tags and title. A bare row is a heading alone: its tags and
+    title, weighted and normalized as a section's own heading, so both are on one scale. Then
+    the importance prior and the journal demotion, which order rows but never admit one.
+    docs/SPEC.md §5.7 says why each value is what it is."""
 
     k1: float = 0.9
     b: float = 0.5
     heading: float = 4.0
     heading_b: float = 0.5
     trail: float = 1.0
-    doc: float = 6.0
-    doc_b: float = 0.5
     prior_floor: float = 0.3
 
 
@@ -248,7 +247,6 @@ class BodyIndex:
         self._sections = 0
         self._length = 0
         self._heading_length = 0
-        self._doc_length = 0
 
     def __len__(self) -> int:
         return len(self._paths)
@@ -302,7 +300,6 @@ class BodyIndex:
             self._sections += doc.sections
             self._length += sum(doc.lengths)
             self._heading_length += sum(doc.heads)
-            self._doc_length += _title_length(entry)
             start += doc.slots
         self._next_slot = start
         self._extend(block, base)
@@ -349,7 +346,6 @@ class BodyIndex:
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
-        self._doc_length -= _title_length(doc.entry)
 
     def _compact(self) -> None:
         """Renumber the live slots from 0, in order (rare: only when slots run out)."""
@@ -459,13 +455,12 @@ class BodyIndex:
 
     # -- ranking ----------------------------------------------------------------------------------
 
-    def _norms(self) -> tuple[float, float, float]:
-        """Mean text, own-heading and document-field lengths (each at least 1)."""
-        n, docs = self._sections, len(self._docs)
+    def _norms(self) -> tuple[float, float]:
+        """Mean text and own-heading lengths over the sections (each at least 1)."""
+        n = self._sections
         return (
             max(self._length / n if n else 0.0, 1.0),
             max(self._heading_length / n if n else 0.0, 1.0),
-            max(self._doc_length / docs if docs else 0.0, 1.0),
         )
 
     def _score(
@@ -481,7 +476,7 @@ class BodyIndex:
         accepted and not a bare row (a bare row stands for all of its document's sections)."""
         w = self.weights
         k1, trail, heading_weight = w.k1, w.trail, w.heading
-        mean, mean_heading, _ = self._norms()
+        mean, mean_heading = self._norms()
         # each field's length normalization as c + slope * length
         text_c, text_slope = 1 - w.b, w.b / mean
         head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
@@ -532,13 +527,14 @@ class BodyIndex:
         return out
 
     def _score_bare(self, bare: set[int], idf: Sequence[float]) -> list[tuple[float, int, int]]:
-        """The bare rows: every term in the document field alone, on the same scale."""
+        """The bare rows: every term in the tags and title alone, scored as a section whose own
+        heading they are and whose text holds none of them (on the same scale as sections)."""
         w = self.weights
-        k1, doc_c, doc_slope = w.k1, 1 - w.doc_b, w.doc_b / self._norms()[2]
+        k1, head_c, head_slope = w.k1, 1 - w.heading_b, w.heading_b / self._norms()[1]
         out = []
         for start in bare:
             doc = self._docs[start]
-            x = w.doc / (doc_c + doc_slope * _title_length(doc.entry))
+            x = w.heading / (head_c + head_slope * _title_length(doc.entry))
             raw = sum(idf) * x * (k1 + 1) / (k1 + x)
             out.append((-raw * doc.prior, start, -1))
         return out
