@@ -53,8 +53,9 @@ class Weights:
     """The ranking, BM25F: one saturation (``k1``) over a row's weighted fields, each field's
     term frequency normalized by that field's length (``b``, ``heading_b``). A section row's
     fields are its text (weight 1), its own heading and its trail: its ancestors' headings and,
-    at their root, its document's tags and title. A bare row is a heading alone: its tags and
-    title, weighted and normalized as a section's own heading, so both are on one scale. Then
+    at their root, its document's tags and title. A bare row is the section its document would
+    be if the title headed its preamble: tags and title weighted and normalized as an own
+    heading, the preamble (text before any heading) as text, so both are on one scale. Then
     the importance prior and the journal demotion, which order rows but never admit one.
     docs/SPEC.md §5.7 says why each value is what it is."""
 
@@ -404,7 +405,7 @@ class BodyIndex:
         sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
         if accept is not None:
             bare = {start for start in bare if accept(self._docs[start].entry)}
-        return self._ranked(sections + self._score_bare(bare, idf))
+        return self._ranked(sections + self._score_bare(bare, idf, lists))
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
@@ -526,16 +527,27 @@ class BodyIndex:
             out.append((raw * prior, start, section))
         return out
 
-    def _score_bare(self, bare: set[int], idf: Sequence[float]) -> list[tuple[float, int, int]]:
-        """The bare rows: every term in the tags and title alone, scored as a section whose own
-        heading they are and whose text holds none of them (on the same scale as sections)."""
+    def _score_bare(
+        self, bare: set[int], idf: Sequence[float], lists: Sequence[array[int]]
+    ) -> list[tuple[float, int, int]]:
+        """The bare rows: every term in the tags and title, scored as a section whose own
+        heading they are and whose text is the document's preamble (its text before any
+        heading, when it has one), on the same scale as sections."""
         w = self.weights
-        k1, head_c, head_slope = w.k1, 1 - w.heading_b, w.heading_b / self._norms()[1]
+        k1, mean = w.k1, self._norms()
+        text_c, text_slope = 1 - w.b, w.b / mean[0]
+        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean[1]
         out = []
         for start in bare:
             doc = self._docs[start]
-            x = w.heading / (head_c + head_slope * _title_length(doc.entry))
-            raw = sum(idf) * x * (k1 + 1) / (k1 + x)
+            heading = w.heading / (head_c + head_slope * _title_length(doc.entry))
+            preamble = bool(doc.sections) and not doc.name(1)  # text before any heading
+            text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
+            raw = 0.0
+            for entries, weight in zip(lists, idf, strict=True):
+                tf = _probe(entries, {start}).get(start, 0) & TF_MAX if preamble else 0
+                x = heading + text * tf
+                raw += weight * x * (k1 + 1) / (k1 + x)
             out.append((-raw * doc.prior, start, -1))
         return out
 

@@ -251,6 +251,25 @@ def test_a_bare_row_is_a_heading_alone(
     assert index.where("kiwi")[0] == "/text.md#" + mdoutline.slug(heading)
 
 
+@settings(max_examples=60, deadline=None)
+@given(HEADING_WORDS, FILLER, st.integers(0, 4))
+def test_a_bare_rows_text_is_its_preamble(extra: list[str], lead: list[str], mentions: int) -> None:
+    """A bare row's text is its document's preamble (the text before any heading): it ties a
+    section headed by its title whose text is that preamble, and text under a heading is not
+    the document's."""
+    heading = " ".join(["Kiwi", *extra])
+    text = " ".join(lead + ["kiwi"] * mentions) or "none"
+    index = docs()
+    index.put("/bare.md", f"{text}\n\n## Later\n\nkiwi kiwi\n", {"title": heading})
+    index.put("/plain.md", f"# {heading}\n\n{text}\n", {"title": "Doc"})
+    index.put("/late.md", f"## Later\n\n{text}\n", {"title": heading})
+    index.put("/z.md", "# Spare\n\nalpha beta\n")  # statistics around them
+    by_path = {hit.entry.path: hit.score for hit in index.hits("kiwi")}
+    assert by_path["/bare.md"] == pytest.approx(by_path["/plain.md"])
+    if mentions:
+        assert by_path["/late.md"] < by_path["/bare.md"]
+
+
 def test_an_attribute_block_sets_the_anchor_not_the_length() -> None:
     """``{ #id }`` closing a heading is markup (MkDocs, Pandoc): it adds no heading length, so
     the section ranks as if it had the bare heading."""
