@@ -250,7 +250,6 @@ class Content:
         it finished, its result counts as if it had not been cancelled at all.
         """
         job = _Job(fn, args, concurrent.futures.Future())
-        job.done.set_running_or_notify_cancel()  # so a cancelled await cannot cancel it too
         with self._queue_lock:
             self._queue.append(job)
         self._writer.submit(self._drain)
