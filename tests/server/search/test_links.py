@@ -26,6 +26,7 @@ from markproto.server.search.links import (
 )
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.storage.layout import Layout
 from markproto.server.storage.store import Store, Version, Written
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
@@ -177,9 +178,12 @@ BODIES = [
 METAS = [{}, {"rel-next": "/d/c.md"}, {"rel-up": "/a.md, /d/"}]
 
 Op = tuple[str, int, int, int]
+VERBS = ["publish", "append", "archive", "unarchive", "retention"]
+VERBS += ["disk", "disk-archive", "disk-unarchive", "disk-remove"]
+"""The last four behind the server's back, each followed by a change scan."""
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["publish", "append", "archive", "unarchive", "retention", "disk"]),
+        st.sampled_from(VERBS),
         st.integers(0, len(POOL) - 1),
         st.integers(0, len(BODIES) - 1),
         st.integers(0, len(METAS) - 1),
@@ -210,6 +214,12 @@ async def _apply(content: Content, root: Path, op: Op) -> None:
     elif verb == "disk":  # behind the server's back, then the change scan
         written = Store(root).publish(path, body, metadata.normalize(meta), None)
         assert isinstance(written, Written) or current is not None
+        await content.rescan()
+    elif verb in ("disk-archive", "disk-unarchive") and current is not None:
+        Store(root).set_archived(path, verb == "disk-archive")
+        await content.rescan()
+    elif verb == "disk-remove" and current is not None:  # its pointer deleted: it is gone
+        Path(Layout(root).fs_path(path)).unlink()
         await content.rescan()
 
 
