@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
 import sys
 import tempfile
 import time
@@ -97,15 +98,14 @@ def index_memory(docs: Sequence[tuple[str, bytes]]) -> tuple[int, int, int, int]
     own = tracemalloc.get_traced_memory()[0] - shared
     tracemalloc.stop()
     count = sum(len(index.outbound(path)) for path in index.paths())
-    entries = [
-        (Entry.build(p, loaded(p, b).meta, loaded(p, b).modified, analysis.analyze(b).facts), b)
-        for p, b in docs
-    ]
     gc.collect()
     tracemalloc.start()
     bodies = BodyIndex()
-    for entry, body in entries:
-        bodies.apply(entry, "", analysis.analyze(body))
+    for path, body in docs:
+        version = loaded(path, body)
+        found = analysis.analyze(body)
+        bodies.apply(Entry.build(path, version.meta, version.modified, found.facts), "", found)
+        del found, version
     gc.collect()
     body_bytes = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
@@ -119,10 +119,20 @@ def timed(job: Callable[[], object], repeats: int = 1) -> float:
     return (time.perf_counter() - started) / repeats
 
 
-async def in_process(root: Path, paths: Sequence[str], hub: str) -> dict[str, object]:
+async def in_process(root: Path) -> dict[str, object]:
+    """Latency through the dispatcher over the documents of ``root``; the hub page (the document
+    with the most links that resolve) and the most linked-to document are picked from the
+    server's own link index."""
     lookup = Lookup()
     content = Content.open(root, [lookup])
     dispatcher = Dispatcher(Context(content, lookup=lookup))
+    index = lookup.links
+    paths = sorted(index.paths())[:: max(1, len(index) // 300)]
+    hub = max(
+        [p for p in index.paths() if p.startswith("/c0/")] or list(index.paths()),
+        key=lambda p: sum(e.state == links.OK for e in index.outbound(p)),
+    )
+    target = max(index.paths(), key=lambda p: len(index.inbound(p)))
 
     async def send(data: bytes) -> wire.Response:
         out = dispatcher.handle(data, PEER)
@@ -131,25 +141,39 @@ async def in_process(root: Path, paths: Sequence[str], hub: str) -> dict[str, ob
     def links_of(path: str, **keys: str) -> bytes:
         return request("LOOKUP", path, {"match": "links", **keys})
 
-    samples: dict[str, list[float]] = {"backlinks": [], "explore links": [], "explore": []}
-    for path in paths:
+    async def explore(path: str) -> list[tuple[str, list[bytes]]]:
         folder = path.rsplit("/", 1)[0] + "/"
         backlinks = links_of(path, direction="incoming")
         out10 = links_of(path, direction="outgoing", limit="10")
         in10 = links_of(path, direction="incoming", limit="10")
         fetch, listing = request("FETCH", path), request("LIST", folder, {"page-size": "11"})
-        for name, batch in (
+        return [
             ("backlinks", [backlinks]),
             ("explore links", [out10, in10]),
             ("explore", [fetch, out10, in10, listing]),
-        ):
+        ]
+
+    async def sample(batches: list[tuple[str, list[bytes]]], into: dict[str, list[float]]) -> None:
+        for name, batch in batches:
             started = time.perf_counter()
             for data in batch:
                 assert (await send(data)).status == "ok"
-            samples[name].append((time.perf_counter() - started) * 1e3)
+            into.setdefault(name, []).append((time.perf_counter() - started) * 1e3)
+
+    samples: dict[str, list[float]] = {}
+    for path in paths:
+        await sample(await explore(path), samples)
+    busiest: dict[str, list[float]] = {}
+    for _ in range(50):
+        await sample(await explore(target), busiest)
     result: dict[str, object] = {
         name: (perfkit.percentile(v, 50), perfkit.percentile(v, 90)) for name, v in samples.items()
     }
+    result["busiest"] = {
+        name: (perfkit.percentile(v, 50), perfkit.percentile(v, 90)) for name, v in busiest.items()
+    }
+    result["target"] = (target, len(index.inbound(target)))
+    result["paths"], result["hub"] = paths, hub
 
     graph_times, pages = [], 0
     for _ in range(RUNS):
@@ -190,7 +214,7 @@ async def in_process(root: Path, paths: Sequence[str], hub: str) -> dict[str, ob
     return result
 
 
-async def over_quic(port: int, cert: Path, paths: Sequence[str], hub: str) -> dict[str, float]:
+async def over_quic(port: int, paths: Sequence[str], hub: str) -> dict[str, float]:
     trust = Trust(known_hosts=Path(tempfile.mkdtemp()) / "known_hosts", trust_new=True)
     async with Client(Pool(trust)) as client:
         base = f"mark://127.0.0.1:{port}"
@@ -225,28 +249,31 @@ def main() -> None:
         print(text)
         lines.append(text)
 
+    load = os.getloadavg()[0]
     with_links, without, megabytes = analysis_cost(one)
     own, count, estimate, body_bytes = index_memory(docs)
     root = Path(tempfile.mkdtemp(prefix="bench-links-")) / "root"
     root.mkdir(parents=True)
     seed(root, [(path, body, {}) for path, body in docs])
-    index = LinkIndex()
-    for path, body in docs:
-        index.apply(path, analysis.analyze(body), {})
-    hub = max(
-        (p for p in index.paths() if p.startswith("/c0/")),
-        key=lambda p: sum(e.state == links.OK for e in index.outbound(p)),
-    )
-    paths = sorted(index.paths())[:: max(1, len(docs) // 300)]
-    local = asyncio.run(in_process(root, paths, hub))
-    with perfkit.child_server(root, index_workers=0) as child:  # a daemon has no workers
-        remote = asyncio.run(over_quic(child.port, child.cert, paths[:100], hub))
+    local = asyncio.run(in_process(root))
+    paths, hub = local["paths"], local["hub"]
+    assert isinstance(paths, list) and isinstance(hub, str)
+    # a daemon has no workers; indexing inline on a loaded machine may take minutes
+    with perfkit.child_server(root, index_workers=0, start_timeout=900) as child:
+        remote = asyncio.run(over_quic(child.port, paths[:100], hub))
+        rss = perfkit.rss_bytes(child.pid)
+    load_after = os.getloadavg()[0]
 
     say(perfkit.stamp("links"))
     say()
     say(
         f"The FastAPI docs published {args.copies} times under different prefixes: {len(docs):,} "
         f"documents, {count:,} links ({sum(map(len, (b for _, b in docs))) / 1e6:.1f} MB)."
+    )
+    say()
+    say(
+        f"2 CPUs shared with other work: 1-minute load average {load:.2f} at the start, "
+        f"{load_after:.2f} at the end."
     )
     say()
     say("Finding links in the per-document analysis (one copy, best of 5 interleaved runs):")
@@ -278,6 +305,12 @@ def main() -> None:
                 ],
                 ["link index, memory() estimate", f"{estimate:,}", f"{estimate / count:.1f}", ""],
                 ["body index (tracemalloc)", f"{body_bytes:,}", "", "1.00x"],
+                [
+                    "server RSS after the QUIC requests (the footprint)",
+                    f"{rss:,}",
+                    "",
+                    f"link index {own / rss:.1%} of it",
+                ],
             ],
         )
     )
@@ -289,6 +322,21 @@ def main() -> None:
         for name, (p50, p90) in ((n, local[n]) for n in ("backlinks", "explore links", "explore"))
     ]  # type: ignore[misc]
     say(perfkit.table(["request", "p50", "p90"], rows))
+    target, inbound = local["target"]  # type: ignore[misc]
+    busy = local["busiest"]
+    assert isinstance(busy, dict)
+    say()
+    say(f"The most linked-to document, {target} ({inbound} backlinks), 50 times (ms):")
+    say()
+    say(
+        perfkit.table(
+            ["request", "p50", "p90"],
+            [
+                [n, f"{busy[n][0]:.2f}", f"{busy[n][1]:.2f}"]
+                for n in ("backlinks", "explore links", "explore")
+            ],
+        )
+    )
     pages, edges, graph_ms, fetches, reached, crawl_ms = local["graph"]  # type: ignore[misc]
     say()
     say(f"A depth-2 graph of the hub page {hub} ({edges} links):")

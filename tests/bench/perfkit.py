@@ -205,6 +205,7 @@ def child_server(
     log_level: str = "info",
     patches: dict[str, object] | None = None,
     tokens: Path | None = None,
+    start_timeout: float = 60.0,
     **settings: object,
 ) -> Iterator[Child]:
     """Serve ``root`` from a spawned process on 127.0.0.1 (port picked by the system).
@@ -213,6 +214,7 @@ def child_server(
     part of what is measured. ``info+requests`` is INFO with a record for every request. The
     rate limiter is off unless ``rate_limit`` is given. ``patches`` sets module attributes in the
     server process before it starts (``{"package.module.NAME": value}``), to measure a variant.
+    ``start_timeout`` is how long it may take to index ``root`` and start (a loaded machine).
     """
     state = Path(tempfile.mkdtemp(prefix="bench-state-"))
     options: dict[str, Any] = {
@@ -234,7 +236,7 @@ def child_server(
         daemon=True,
     )
     proc.start()
-    if not parent.poll(60):
+    if not parent.poll(start_timeout):
         proc.kill()
         raise RuntimeError("the server process did not start")
     child = Child(proc, parent, parent.recv(), state / "devcert.pem")

@@ -14,7 +14,7 @@ from typing import Any
 
 from support.server import WRITE_TOKEN, RunningServer
 
-SCHEMA_BUDGET = 9 * 1024
+SCHEMA_BUDGET = 10 * 1024
 CREATED = re.compile(r"status: created\nversion: 1\nmodified: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n")
 DOC = "# Alpha\n\nFirst body.\n\n## Details\n\nThe papaya reverts.\n"
 
