@@ -35,7 +35,8 @@ TOKEN_CHECK_INTERVAL = 2.0
 TOKEN_REFRESH_INTERVAL = 0.05
 """Seconds between tokens-file checks asked for by unknown tokens."""
 SUMMARY_INTERVAL = 60.0
-"""Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`)."""
+"""Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`) and of
+requests refused for their rate (`MarkServer.log_refusals`)."""
 DRAIN_TIMEOUT = 10.0
 FIRST_TOKEN_LABEL = "owner"
 INTERRUPTED = 130
@@ -48,7 +49,8 @@ def _responses() -> transport.Responses:
 
     return transport.Responses(
         oversize=error(status.Status.SERVER_ERROR, status.READ_FAILED),
-        timeout=error(status.Status.SERVER_ERROR, status.INTERNAL),
+        rate_limited=error(status.Status.RATE_LIMITED, status.RATE_LIMIT_EXCEEDED),
+        timeout=error(status.Status.SERVER_ERROR, status.TIMED_OUT),
         internal=error(status.Status.SERVER_ERROR, status.INTERNAL),
     )
 
@@ -148,13 +150,7 @@ class App:
             )
             self.content.observers.append(hub.record)
         limiter = RateLimiter(config.rate_limit, config.rate_burst)
-        allow = None
-        if limiter.enabled:
-
-            def allow(ip: str) -> bool:
-                return limiter.allow(ip, time.monotonic())
-
-        dispatcher = self._dispatcher = Dispatcher(self._ctx, allow)
+        dispatcher = self._dispatcher = Dispatcher(self._ctx)
         try:
             self.server = await transport.serve(
                 dispatcher.handle,
@@ -166,6 +162,7 @@ class App:
                 max_streams=config.max_streams,
                 request_timeout=config.request_timeout or None,
                 idle_timeout=config.idle_timeout,
+                allow=limiter.allow if limiter.enabled else None,
             )
         except OSError as exc:
             raise StartError(listen_problem(config, exc)) from None
@@ -176,9 +173,7 @@ class App:
         names = devcert.names(self._cert[0].read_bytes())
         lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
-        self._tasks.append(
-            asyncio.create_task(self._every(SUMMARY_INTERVAL, dispatcher.log_summary))
-        )
+        self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
         if config.scan_interval > 0:
             self._tasks.append(asyncio.create_task(self._every(config.scan_interval, self.rescan)))
 
@@ -246,6 +241,12 @@ class App:
             except Exception:
                 log.exception("periodic job failed")
 
+    def _summaries(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.log_summary()
+        if self.server is not None:
+            self.server.log_refusals()
+
     def _check(self) -> None:
         """The periodic look at the tokens file (edits that only revoke or narrow a token)."""
         self._refreshed = -TOKEN_REFRESH_INTERVAL
@@ -304,8 +305,7 @@ class App:
             self.watch.close()  # every subscription gets `closing` before the drain waits on it
         if self.server is not None:
             drained = await self.server.drain(timeout)
-        if self._dispatcher is not None:
-            self._dispatcher.log_summary()
+        self._summaries()
         if self.content is not None:
             self.content.close()
         log.info("server stopped")

@@ -18,8 +18,9 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from markproto.protocol.watch import OP_APPEND, OP_ARCHIVE, OP_PUBLISH
 from markproto.server.storage import recovery
@@ -60,6 +61,15 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.updated or self.removed)
+
+
+class WriteTimedOut(Exception):
+    """A write given up on (its request timed out): ``started`` says whether it may have been
+    applied (it was running) or certainly was not (it was still waiting for the writer)."""
+
+    def __init__(self, *, started: bool) -> None:
+        super().__init__("write in progress" if started else "write still waiting")
+        self.started = started
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +146,7 @@ class Content:
     def close(self) -> None:
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
+        self._store.close()
 
     # -- reads (event loop) -----------------------------------------------------------------------
 
@@ -205,30 +216,54 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.publish, path, body, meta, expected)
-        if isinstance(outcome, Written):
-            self._apply(outcome.version)
-            if outcome.created:
-                self._tell(_change(outcome.version, OP_PUBLISH))
-        return outcome
+        return await self._write(OP_PUBLISH, self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.append, path, text, overlay, expected)
-        if isinstance(outcome, Written):
-            self._apply(outcome.version)
-            self._tell(_change(outcome.version, OP_APPEND))
-        return outcome
+        return await self._write(OP_APPEND, self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        outcome = await self._run(self._store.set_archived, path, archived)
-        if isinstance(outcome, Version):
-            before = self._snapshot.get(path)
+        return await self._write(OP_ARCHIVE, self._store.set_archived, path, archived)
+
+    async def _write(self, op: str, fn: Callable[..., T], *args: object) -> T:
+        """Run one write on the writer thread and apply its result.
+
+        ``op`` is what WATCH is told it was (an archive flag set to false is told as a publish).
+        Cancelled while it waits (the request timed out, or its peer left), it is taken out of
+        the queue and raises `WriteTimedOut` (not applied). Cancelled while it runs, it cannot be
+        stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied whenever it
+        lands, so the snapshot never misses a write the disk has. Cancelled just as it finished,
+        its result counts as if it had not been cancelled at all.
+        """
+        job = self._writer.submit(fn, *args)
+        try:
+            outcome = await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            if job.cancel():
+                raise WriteTimedOut(started=False) from None
+            if not job.done():
+                asyncio.wrap_future(job).add_done_callback(partial(self._landed, op))
+                raise WriteTimedOut(started=True) from None
+            outcome = job.result()
+        self._settle(outcome, op)
+        return outcome
+
+    def _landed(self, op: str, job: asyncio.Future[Any]) -> None:
+        if not job.cancelled() and job.exception() is None:
+            self._settle(job.result(), op)
+
+    def _settle(self, outcome: object, op: str) -> None:
+        """Apply a write's outcome to the snapshot and the indexes, and tell WATCH of a change."""
+        if isinstance(outcome, Written):
+            self._apply(outcome.version)
+            if outcome.created or op == OP_APPEND:
+                self._tell(_change(outcome.version, op))
+        elif isinstance(outcome, Version):
+            before = self._snapshot.get(outcome.path)
             self._apply(outcome)
             if before is None or before.archived != outcome.archived:
-                self._tell(_change(outcome, OP_ARCHIVE if archived else OP_PUBLISH))
-        return outcome
+                self._tell(_change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH))
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)

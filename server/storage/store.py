@@ -13,14 +13,16 @@ crash at any instant leaves the old pointer and a stray file, or the new pointer
 version; ``recovery`` removes the strays at startup. Reads are lock-free: version files never
 change once linked.
 
-This module and `layout` are the only ones that touch the content root. It is synchronous; the
-server runs writes on one worker thread, so there is one writer.
+This module and `layout` are the only ones that touch the content root, and both do it through
+`rooted`: every folder is opened one real folder at a time below the root and every name relative
+to an open folder, so no write lands and no read comes from outside the root, whatever links the
+tree holds. It is synchronous; the server runs writes on one worker thread, so there is one
+writer.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 import threading
@@ -32,14 +34,18 @@ from pathlib import Path
 from markproto import durable
 from markproto.protocol import bodies, digests, metadata, paths, status, storefmt
 from markproto.protocol.errors import InvalidMetadata, StoreFormatError
-from markproto.protocol.limits import MAX_BODY
+from markproto.protocol.limits import MAX_BODY, STORED_FILE_MAX
 from markproto.server.storage.layout import (
+    ARCHIVE_FILE,
+    VERSION_NAME,
     VERSIONS_DIR,
     Layout,
     Pointer,
     modified_of,
     split_doc_path,
+    version_parts,
 )
+from markproto.server.storage.rooted import Folder, same_file
 
 
 class Corrupt(Exception):
@@ -124,7 +130,11 @@ class Store:
 
     def __init__(self, root: Path) -> None:
         self.layout = Layout(root)
+        self.root = self.layout.root
         self._write_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.root.close()
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -143,7 +153,7 @@ class Store:
         else:
             file = self.layout.version_file(path, number, pointer.legacy)
         try:
-            data, st = read_file(file)
+            data, st = self._read(file)
         except OSError:
             return None
         return self._version(path, file, data, st, current=number is None)
@@ -151,7 +161,7 @@ class Store:
     def load_file(self, path: str, file: str) -> Version | None:
         """One known version file of ``path`` (its in-file archived line, no flag lookup)."""
         try:
-            data, st = read_file(file)
+            data, st = self._read(file)
         except OSError:
             return None
         return self._version(path, file, data, st, current=False)
@@ -185,14 +195,8 @@ class Store:
         if pointer is None:
             return None
         found: list[tuple[int, str, datetime]] = []
-        for number, file in self.layout.version_files(path, pointer.legacy):
-            if number > pointer.number:
-                continue  # an unacknowledged leftover; recovery removes it
-            try:
-                st = os.lstat(file)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
+        for number, file, st in self.layout.versions(path, pointer.legacy):
+            if number <= pointer.number:  # above it: an unacknowledged leftover, for recovery
                 found.append((number, file, modified_of(st)))
         if not found:
             return None
@@ -202,7 +206,10 @@ class Store:
 
     def chain_valid(self, history: History) -> bool:
         """Verify the hash chain over a history's (ascending, surviving) version files."""
-        return storefmt.chain_valid([read_file(file)[0] for file in history.files])
+        return storefmt.chain_valid([self._read(file)[0] for file in history.files])
+
+    def _read(self, file: str) -> tuple[bytes, os.stat_result]:
+        return self.root.read(file, STORED_FILE_MAX)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -214,30 +221,38 @@ class Store:
         dirs, name = split_doc_path(path)
         if any(durable.TMP_NAME.match(part) for part in (*dirs, name)):
             return Collision(status.temporary_name(path))
-        current = str(self.layout.root)
+        folder = self.root.folder(())
+        assert folder is not None
         walked = ""
         for part in dirs:
-            current = os.path.join(current, part)
             walked += "/" + part
-            try:
-                st = os.lstat(current)
-            except FileNotFoundError:
-                return None
-            if stat.S_ISLNK(st.st_mode):
-                return Collision(status.document_above(walked))
-            if not stat.S_ISDIR(st.st_mode):
-                return Collision(status.not_a_directory(walked))
-        return self._foreign(path)
+            with folder:
+                st = folder.lstat(part)
+                if st is None:
+                    return None
+                if stat.S_ISLNK(st.st_mode):
+                    if self.layout.read_pointer(folder, part) is not None:
+                        return Collision(status.document_above(walked))
+                    return Collision(status.not_a_directory(walked))
+                child = folder.child(part) if stat.S_ISDIR(st.st_mode) else None
+                if child is None:
+                    return Collision(status.not_a_directory(walked))
+            folder = child
+        with folder:
+            return self._foreign(folder, path, name)
 
-    def _foreign(self, path: str) -> Collision | None:
-        """Something at ``path`` that is not a document of ours (a folder, a file, a link)."""
-        try:
-            st = os.lstat(self.layout.fs_path(path))
-        except FileNotFoundError:
-            return None
-        if stat.S_ISDIR(st.st_mode):
+    def _foreign(self, folder: Folder, path: str, name: str) -> Collision | None:
+        """Something at ``path`` (``name`` in its open parent ``folder``) that is not a document
+        of ours: a folder, a file, a link that is not a pointer, or a history folder that is not a
+        real folder (a link there could lead the write out of the root)."""
+        st = folder.lstat(name)
+        if st is not None and stat.S_ISDIR(st.st_mode):
             return Collision(status.is_a_directory(path))
-        if not stat.S_ISLNK(st.st_mode) or self.layout.pointer(path) is None:
+        if st is not None and (
+            not stat.S_ISLNK(st.st_mode) or self.layout.read_pointer(folder, name) is None
+        ):
+            return Collision(status.not_versioned(path))
+        if folder.blocked([VERSIONS_DIR, name]):
             return Collision(status.not_versioned(path))
         return None
 
@@ -296,7 +311,12 @@ class Store:
     def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         """Archive or unarchive the current version without touching any version file."""
         with self._write_lock:
-            refused = self._foreign(path)
+            dirs, name = split_doc_path(path)
+            parent = self.root.folder(dirs)
+            if parent is None:
+                return Missing()
+            with parent:
+                refused = self._foreign(parent, path, name)
             if refused is not None:
                 return refused
             current = self.load(path)
@@ -308,7 +328,10 @@ class Store:
             if pointer is not None and pointer.legacy:
                 self._migrate(path, pointer)
             # Written both ways: "false" also overrides an old store's in-file "archived: true".
-            durable.replace(self.layout.archive_file(path), b"true\n" if archived else b"false\n")
+            # A link planted at the flag's name is replaced, never written through.
+            with self.root.make(version_parts(path)) as vdir:
+                flag = b"true\n" if archived else b"false\n"
+                durable.replace(ARCHIVE_FILE, flag, dir_fd=vdir.fd)
             version = self.load(path)
             assert version is not None
             return version
@@ -324,19 +347,20 @@ class Store:
             previous = digests.hash_ref_of_hex(current.etag)
         number = current.number + 1 if current else 1
         data = storefmt.emit_version(number, previous, meta, body)
-        self._make_dirs(path)
-        final = self.layout.version_file(path, number)
-        try:
-            durable.link_new(final, data)
-        except FileExistsError:
-            return Conflict(current.number if current else 0)
-        self._swap_pointer(path, number)
-        pruned = self._prune(path, number, metadata.retention(meta))
+        final = f"v{number}"
+        with self.root.make(version_parts(path)) as vdir:
+            try:
+                durable.link_new(final, data, dir_fd=vdir.fd)
+            except FileExistsError:
+                return Conflict(current.number if current else 0)
+            st = os.stat(final, dir_fd=vdir.fd, follow_symlinks=False)
+            self._swap_pointer(path, number)
+            pruned = self._prune(vdir, number, metadata.retention(meta))
         version = Version(
             path=path,
             number=number,
-            file=final,
-            modified=modified_of(os.stat(final)),
+            file=self.layout.version_file(path, number),
+            modified=modified_of(st),
             archived=False,
             meta=dict(meta),
             body=body,
@@ -345,58 +369,51 @@ class Store:
         )
         return Written(version, created=True, pruned=pruned)
 
-    def _make_dirs(self, path: str) -> None:
-        """Create the document's folder chain and version folder."""
-        dirs, name = split_doc_path(path)
-        durable.make_dirs(str(self.layout.root), [*dirs, VERSIONS_DIR, name])
-
     def _swap_pointer(self, path: str, number: int) -> None:
         """Make version ``number`` current: the moment a write is acknowledged."""
-        durable.swap_symlink(self.layout.fs_path(path), self.layout.pointer_target(path, number))
+        dirs, name = split_doc_path(path)
+        with self.root.make(dirs) as parent:
+            durable.swap_symlink(name, self.layout.pointer_target(path, number), dir_fd=parent.fd)
 
     def _migrate(self, path: str, pointer: Pointer) -> None:
         """Move a legacy flat history into the per-document layout, crash-safely: link every file
-        into the new folder, fsync, swap the pointer, then remove the old names."""
-        self._make_dirs(path)
-        legacy = list(self.layout.version_files(path, legacy=True))
-        for number, file in legacy:
-            if number > pointer.number:
-                continue
-            twin = self.layout.version_file(path, number)
-            if os.path.lexists(twin) and not os.path.samefile(twin, file):
-                os.unlink(twin)  # a stray of an interrupted migration, never acknowledged
-            with contextlib.suppress(FileExistsError):
-                os.link(file, twin)
-        vdir = self.layout.version_dir(path)
-        durable.fsync_dir(vdir)
-        self._swap_pointer(path, pointer.number)
-        for _, file in legacy:
-            os.unlink(file)
-        durable.fsync_dir(os.path.dirname(vdir))
+        into the new folder, fsync, swap the pointer, then remove the old names. Only regular
+        files move (a link among them is left behind, refused)."""
+        *parts, name = version_parts(path)
+        legacy = [
+            (number, file.rsplit("/", 1)[1])
+            for number, file, _ in self.layout.versions(path, legacy=True)
+        ]
+        with self.root.make(parts) as versions, versions.make(name) as vdir:
+            for number, old in legacy:
+                if number > pointer.number:
+                    continue
+                twin = f"v{number}"
+                if not same_file(vdir.lstat(twin), versions.lstat(old)):
+                    with contextlib.suppress(FileNotFoundError):
+                        vdir.unlink(twin)  # a stray of an interrupted migration, unacknowledged
+                with contextlib.suppress(FileExistsError):
+                    os.link(
+                        old, twin, src_dir_fd=versions.fd, dst_dir_fd=vdir.fd, follow_symlinks=False
+                    )
+            vdir.fsync()
+            self._swap_pointer(path, pointer.number)
+            for _, old in legacy:
+                versions.unlink(old)
+            versions.fsync()
 
-    def _prune(self, path: str, newest: int, keep: int | None) -> tuple[int, ...]:
+    def _prune(self, vdir: Folder, newest: int, keep: int | None) -> tuple[int, ...]:
         if keep is None:
             return ()
-        stored = self.layout.version_files(path, legacy=False)
-        numbers = sorted(n for n, _ in stored if n <= newest)
+        numbers = []
+        for entry in vdir.entries():
+            matched = VERSION_NAME.match(entry.name)
+            if matched and int(matched.group(1)) <= newest:
+                numbers.append(int(matched.group(1)))
+        numbers.sort()
         doomed = numbers[: max(0, len(numbers) - keep)]
         for number in doomed:
-            os.unlink(self.layout.version_file(path, number))
+            vdir.unlink(f"v{number}")
         if doomed:
-            durable.fsync_dir(self.layout.version_dir(path))
+            vdir.fsync()
         return tuple(doomed)
-
-
-def read_file(file: str) -> tuple[bytes, os.stat_result]:
-    """Read one version file, refusing anything that is not a regular file."""
-    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", file)
-        chunks = []
-        while chunk := os.read(fd, max(st.st_size, 65536)):
-            chunks.append(chunk)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)

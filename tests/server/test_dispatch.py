@@ -136,24 +136,7 @@ async def test_an_unserved_verb_never_reaches_a_handler(content: Content) -> Non
     assert await send(d, b"WATCH /\n") == error("bad-request", "unsupported verb: WATCH")
 
 
-# -- rate limiting, sync and async, logging --------------------------------------------------------
-
-
-async def test_rate_limited(content: Content) -> None:
-    asked: list[str] = []
-
-    def allow(ip: str) -> bool:
-        asked.append(ip)
-        return False
-
-    d = Dispatcher(Context(content), allow)
-    got = await send(d, b"not even a request")
-    assert got == error("rate-limited", "rate limit exceeded")
-    assert got.body == b"\n# Rate limited\n\nrate limit exceeded\n"
-    assert asked == [PEER.host]
-    assert (
-        await send(Dispatcher(Context(content), lambda ip: True), b"FETCH /health\n")
-    ).status == "ok"
+# -- sync and async, logging ----------------------------------------------------------------------
 
 
 async def test_reads_are_synchronous_and_writes_awaitable(content: Content) -> None:

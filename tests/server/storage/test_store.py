@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -175,11 +176,10 @@ def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> No
     os.symlink(outside, tmp_path / "linked")
     os.symlink("/etc/passwd", tmp_path / "passwd.md")
     assert store.load("/linked/secret.md") is None
-    assert not store.layout.is_dir("/linked")
     assert store.load("/passwd.md") is None
     assert [p for kind, p in store.layout.walk() if kind == "doc" and store.load(p)] == []
     linked = store.publish("/linked/new.md", b"x", {}, expected=None)
-    assert linked == Collision("/linked is a document, not a directory")
+    assert linked == Collision("/linked is not a directory")
 
 
 def test_a_failed_write_leaves_no_temporary_behind(
@@ -196,3 +196,22 @@ def test_a_failed_write_leaves_no_temporary_behind(
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path / "versions/a.md")) == ["v1"]
     assert written(store.publish("/a.md", b"2", {}, expected=1)).version.number == 2
+
+
+def test_the_walk_stops_where_no_document_may_be(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hand-made tree deeper than a document may be (32 segments) is not walked: its
+    documents are neither served nor indexed, and the first folder too deep is logged once."""
+    for depth in (31, 33):
+        folder = tmp_path.joinpath(*[f"d{depth}"] * depth)
+        (folder / "versions/x.md").mkdir(parents=True)
+        (folder / "versions/x.md/v1").write_bytes(storefmt.emit_version(1, None, {}, b"deep"))
+        os.symlink("versions/x.md/v1", folder / "x.md")
+    store = Store(tmp_path)
+    with caplog.at_level(logging.WARNING, "markproto.server.storage"):
+        docs = [path for kind, path in store.layout.walk() if kind == "doc"]
+        assert docs == ["/d31" * 31 + "/x.md"]  # 32 segments: the deepest a document may be
+        assert [p for k, p in store.layout.walk() if k == "doc"] == docs
+    too_deep = [r.getMessage() for r in caplog.records if "deeper than 32" in r.getMessage()]
+    assert len(too_deep) == 1 and "/".join(["d33"] * 32) in too_deep[0]
