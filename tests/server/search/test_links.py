@@ -26,7 +26,6 @@ from markproto.server.search.links import (
 )
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
-from markproto.server.storage.layout import Layout
 from markproto.server.storage.store import Store, Version, Written
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
@@ -219,7 +218,7 @@ async def _apply(content: Content, root: Path, op: Op) -> None:
         Store(root).set_archived(path, verb == "disk-archive")
         await content.rescan()
     elif verb == "disk-remove" and current is not None:  # its pointer deleted: it is gone
-        Path(Layout(root).fs_path(path)).unlink()
+        (root / path.lstrip("/")).unlink()
         await content.rescan()
 
 
