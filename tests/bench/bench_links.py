@@ -10,6 +10,8 @@ Measures, in one run, and writes the ``Links`` section of docs/PERFORMANCE.md:
   the corpus's documents: backlinks (``match: links``, ``direction: incoming``), and explore's
   two link requests (outgoing and incoming, 10 each) and all four of its requests (with its
   FETCH and LIST);
+* a page of 10 backlinks of a hub 3,000 synthetic notes link to, against following every
+  backlink in full and keeping 10;
 * a depth-2 graph of the hub page (the document with the most internal links): the requests and
   time of one ``depth: 2`` LOOKUP, against the reference's way, a crawl that FETCHes every
   document reached and finds its links itself, level by level;
