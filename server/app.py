@@ -8,6 +8,7 @@ import contextlib
 import errno
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -133,6 +134,16 @@ class App:
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
+        if plain := self.content.plain_files:
+            root = shlex.quote(str(config.root))
+            said = (
+                f"{plain} plain .md files in the content root are not served (they have no"
+                " version history); make them documents"
+                if plain > 1
+                else "1 plain .md file in the content root is not served (it has no version"
+                " history); make it a document"
+            )
+            log.warning(f"{said} in place with: mark-server import {root} --root {root}")
         self._ctx = Context(
             content=self.content,
             lookup=lookup,

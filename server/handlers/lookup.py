@@ -3,27 +3,51 @@
 Validation runs in the reference's order with its messages (the lookup service reads the request
 keys; the scope, checked last, needs the snapshot); there is no read-auth check on the scope
 itself, only on each row, and a row the reader may not read is dropped without a trace (not
-counted, never shown).
+counted, never shown). Every form, ``match: links`` too, first waits for index work a burst of
+writes held back (``storage.backlog``), so it sees every write answered before it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from markproto.protocol import bodies, status, wire
 from markproto.protocol.paths import normalize_scope
 from markproto.server.handlers import Context, bad_request, links, not_found
 from markproto.server.search.graph import LINKS
-from markproto.server.search.service import BadQuery, parse_query
+from markproto.server.search.service import BadQuery, Query, parse_query
 from markproto.server.storage.store import Version
 
 
-def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
+def handle(
+    request: wire.Request, path: str, ctx: Context
+) -> wire.Response | Awaitable[wire.Response]:
     meta = request.meta
     if meta.get("match") == LINKS:  # the extension (SPEC §5.9): no reference request says so
-        return links.handle(request, path, ctx)
+        return _indexed(ctx, lambda: links.handle(request, path, ctx))
     try:
         query = parse_query(meta)
     except BadQuery as exc:
         return bad_request(str(exc))
+    return _indexed(ctx, lambda: _answer(query, request, path, ctx))
+
+
+def _indexed(
+    ctx: Context, answer: Callable[[], wire.Response]
+) -> wire.Response | Awaitable[wire.Response]:
+    """The answer now, or once index work a burst of writes held back is done."""
+    if not ctx.content.indexing:
+        return answer()
+
+    async def when_indexed() -> wire.Response:
+        await ctx.content.indexed()
+        return answer()
+
+    return when_indexed()
+
+
+def _answer(query: Query, request: wire.Request, path: str, ctx: Context) -> wire.Response:
+    meta = request.meta
     scope = normalize_scope(path)
     if scope != "/" and not ctx.content.is_dir(scope):
         return not_found(scope)

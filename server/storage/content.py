@@ -15,15 +15,17 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from markproto.protocol.watch import OP_APPEND, OP_ARCHIVE, OP_PUBLISH
 from markproto.server.storage import recovery
+from markproto.server.storage.backlog import Backlog
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
 from markproto.server.storage.store import (
     Collision,
@@ -125,6 +127,13 @@ class Content:
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
+        self._queue: list[_Job[Any]] = []
+        self._in_flight = 0
+        """Writes submitted and not yet answered (event loop only)."""
+        self._backlog = Backlog(self._change_indexes, lambda: self._in_flight > 0)
+        self.plain_files = 0
+        """Plain ``.md`` files the startup walk found: files without history, not served."""
+        self._queue_lock = threading.Lock()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-reader")
 
     @classmethod
@@ -133,17 +142,19 @@ class Content:
     ) -> Content:
         """Recover from interrupted writes, then build the snapshot and indexes in one walk."""
         content = cls(Store(root), indexes, cache_bytes)
-        recovery.recover(content._store.layout)
+        with content._store.exclusive():
+            recovery.recover(content._store.layout)
         for kind, path in content._store.layout.walk():
             if kind == "dir":
                 content._snapshot.add_dir(path)
-                continue
-            version = content._load_logged(path)
-            if version is not None:
+            elif kind == "plain":
+                content.plain_files += 1
+            elif (version := content._load_logged(path)) is not None:
                 content._apply(version)
         return content
 
     def close(self) -> None:
+        self._backlog.close()
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
         self._store.close()
@@ -174,7 +185,7 @@ class Content:
         if version is None:
             # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
             # this server serves, consistently across verbs.
-            version = self._store.load_file(current.path, current.file)
+            version = self._store.load_file(current.path, current.number, current.file)
             if version is None:
                 return None
             self._cache.put(version)
@@ -227,25 +238,37 @@ class Content:
         return await self._write(OP_ARCHIVE, self._store.set_archived, path, archived)
 
     async def _write(self, op: str, fn: Callable[..., T], *args: object) -> T:
-        """Run one write on the writer thread and apply its result.
+        """Queue one write for the writer thread, which commits all writes queued meanwhile as
+        one group (`Store.batch`: many clients' writes share one filesystem sync), and apply
+        its result.
 
         ``op`` is what WATCH is told it was (an archive flag set to false is told as a publish).
         Cancelled while it waits (the request timed out, or its peer left), it is taken out of
-        the queue and raises `WriteTimedOut` (not applied). Cancelled while it runs, it cannot be
-        stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied whenever it
-        lands, so the snapshot never misses a write the disk has. Cancelled just as it finished,
-        its result counts as if it had not been cancelled at all.
+        the queue and raises `WriteTimedOut` (not applied). Cancelled once the writer took it, it
+        cannot be stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied
+        whenever it lands, so the snapshot never misses a write the disk has. Cancelled just as
+        it finished, its result counts as if it had not been cancelled at all.
         """
-        job = self._writer.submit(fn, *args)
+        job = _Job(fn, args, concurrent.futures.Future())
+        with self._queue_lock:
+            self._queue.append(job)
+        self._writer.submit(self._drain)
+        self._in_flight += 1
         try:
-            outcome = await asyncio.wrap_future(job)
+            outcome = await asyncio.wrap_future(job.done)
         except asyncio.CancelledError:
-            if job.cancel():
+            with self._queue_lock:
+                waiting = not job.taken
+                if waiting:
+                    self._queue.remove(job)
+            if waiting:
                 raise WriteTimedOut(started=False) from None
-            if not job.done():
-                asyncio.wrap_future(job).add_done_callback(partial(self._landed, op))
+            if not job.done.done():
+                asyncio.wrap_future(job.done).add_done_callback(partial(self._landed, op))
                 raise WriteTimedOut(started=True) from None
-            outcome = job.result()
+            outcome = job.done.result()
+        finally:
+            self._in_flight -= 1
         self._settle(outcome, op)
         return outcome
 
@@ -256,25 +279,79 @@ class Content:
     def _settle(self, outcome: object, op: str) -> None:
         """Apply a write's outcome to the snapshot and the indexes, and tell WATCH of a change."""
         if isinstance(outcome, Written):
-            self._apply(outcome.version)
+            self._applied(outcome.version)
             if outcome.created or op == OP_APPEND:
                 self._tell(_change(outcome.version, op))
         elif isinstance(outcome, Version):
             before = self._snapshot.get(outcome.path)
-            self._apply(outcome)
+            self._applied(outcome)
             if before is None or before.archived != outcome.archived:
                 self._tell(_change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH))
+
+    @property
+    def indexing(self) -> bool:
+        """Whether index work of a burst of writes is still waiting (then await `indexed`)."""
+        return bool(self._backlog)
+
+    async def indexed(self) -> None:
+        """Return once every index is as current as the snapshot: what a reader of an index
+        awaits first (a burst of writes may have held its index work back, see `backlog`)."""
+        await self._backlog.caught_up()
+
+    def _applied(self, version: Version) -> None:
+        """One of this server's writes is done: into the snapshot now, into the indexes now
+        or, during a burst, after it."""
+        self._snapshot.put(CurrentVersion.of(version))
+        if self._in_flight or self._backlog:
+            self._backlog.hold(version)
+        else:
+            self._change_indexes(version)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
+    def _drain(self) -> None:
+        """Run the queued writes (writer thread): one alone as it is, several in one batch. A
+        write's result is handed back only after the commit that makes it durable."""
+        with self._queue_lock:
+            jobs, self._queue = self._queue, []
+            for job in jobs:
+                job.taken = True
+        if not jobs:
+            return
+        if len(jobs) == 1:
+            jobs[0].run()
+            jobs[0].finish()
+            return
+        try:
+            with self._store.batch():
+                for job in jobs:
+                    job.run()
+        except BaseException as exc:
+            for job in jobs:
+                job.fail(exc)
+            raise
+        for job in jobs:
+            job.finish()
+
     def _apply(self, version: Version) -> None:
+        """A version found on disk (startup, change scans): into the snapshot and the indexes,
+        behind held index work if there is any, so changes reach the indexes in order."""
         self._snapshot.put(CurrentVersion.of(version))
+        if self._backlog:
+            self._backlog.hold(version)
+        else:
+            self._change_indexes(version)
+
+    def _change_indexes(self, change: Version | str) -> None:
+        """Put a version into every index (remove it, when archived), or remove a path gone."""
         for index in self.indexes:
-            if version.archived:
-                index.remove(version.path)
+            if isinstance(change, str):
+                index.remove(change)
+            elif change.archived:
+                index.remove(change.path)
             else:
-                index.put(version)
+                index.put(change)
 
     def _tell(self, change: Change) -> None:
         for observer in self.observers:
@@ -285,8 +362,10 @@ class Content:
 
     def _forget(self, path: str) -> None:
         self._snapshot.remove(path)
-        for index in self.indexes:
-            index.remove(path)
+        if self._backlog:
+            self._backlog.hold(path)
+        else:
+            self._change_indexes(path)
 
     def _load_logged(self, path: str) -> Version | None:
         try:
@@ -317,6 +396,8 @@ class Content:
         for kind, path in layout.walk():
             if kind == "dir":
                 dirs.add(path)
+                continue
+            if kind == "plain":
                 continue
             seen.add(path)
             pointer = layout.pointer(path)
@@ -355,6 +436,37 @@ class Content:
                 if change is not None:
                     self._tell(change)
         return Changes(tuple(updated), tuple(removed))
+
+
+@dataclass(slots=True)
+class _Job(Generic[T]):
+    """One queued write: run on the writer thread, its future settled after the commit."""
+
+    fn: Callable[..., T]
+    args: tuple[Any, ...]
+    done: concurrent.futures.Future[T]
+    taken: bool = False
+    """The writer took it from the queue (under the queue lock): it can no longer be withdrawn."""
+    outcome: tuple[T] | None = None
+    error: BaseException | None = field(default=None)
+
+    def run(self) -> None:
+        try:
+            self.outcome = (self.fn(*self.args),)
+        except Exception as exc:  # a fault of this write only; the others still commit
+            self.error = exc
+
+    def fail(self, exc: BaseException) -> None:
+        self.outcome, self.error = None, self.error or exc
+        self.finish()
+
+    def finish(self) -> None:
+        if self.done.done():
+            return
+        if self.outcome is not None:
+            self.done.set_result(self.outcome[0])
+        else:
+            self.done.set_exception(self.error or RuntimeError("write not run"))
 
 
 def _scanned(before: CurrentVersion | None, after: Version) -> Change | None:

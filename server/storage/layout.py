@@ -147,7 +147,9 @@ class Layout:
         return data.strip() != b"false"
 
     def walk(self) -> Iterator[tuple[str, str]]:
-        """Yield ``("dir", path)`` for every directory and ``("doc", path)`` for every pointer.
+        """Yield ``("dir", path)`` for every directory, ``("doc", path)`` for every pointer and
+        ``("plain", path)`` for every plain ``.md`` file outside hidden folders (not a document:
+        it has no history).
 
         Names starting with ``.`` are walked (``/.well-known``) but temporary files are not; the
         ``versions`` directories are the store's own and never appear, nor do folders too deep
@@ -175,6 +177,8 @@ class Layout:
                 yield "doc", child
             elif entry.is_dir(follow_symlinks=False):
                 subfolders.append((name, child))
+            elif _plain_markdown(entry, child):
+                yield "plain", child
         for name, child in subfolders:
             if depth + 1 >= MAX_SEGMENTS:
                 self.root.refuse(folder.name(name), f"deeper than {MAX_SEGMENTS} segments")
@@ -183,6 +187,13 @@ class Layout:
             if sub is not None:
                 with sub:
                     yield from self._walk(sub, child, depth + 1)
+
+
+def _plain_markdown(entry: os.DirEntry[str], path: str) -> bool:
+    """A regular ``.md`` file outside hidden folders: what `mark-server import` makes a document."""
+    if not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+        return False
+    return not any(part.startswith(".") for part in path.split("/"))
 
 
 def _is_utf8(name: str) -> bool:

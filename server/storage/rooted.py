@@ -64,13 +64,14 @@ class Root:
             folder = child
         return folder
 
-    def make(self, parts: Sequence[str]) -> Folder:
-        """`folder`, making the missing folders on the way (fsyncing each parent); a link or a
-        file in the way raises."""
+    def make(self, parts: Sequence[str], *, sync: bool = True) -> Folder:
+        """`folder`, making the missing folders on the way (fsyncing each parent unless
+        ``sync`` is false: a group commit syncs them all at once); a link or a file in the way
+        raises."""
         folder = Folder(self, "", os.dup(self.fd))
         for part in parts:
             with folder:
-                child = folder.make(part)
+                child = folder.make(part, sync=sync)
             folder = child
         return folder
 
@@ -131,8 +132,9 @@ class Folder:
             self._refused(name, "a folder")
             return None
 
-    def make(self, name: str) -> Folder:
-        """The real folder ``name`` in this one, made (and this one fsynced) if missing."""
+    def make(self, name: str, *, sync: bool = True) -> Folder:
+        """The real folder ``name`` in this one, made (and this one fsynced, unless ``sync`` is
+        false) if missing."""
         try:
             return self._open(name)
         except FileNotFoundError:
@@ -143,7 +145,8 @@ class Folder:
             raise
         with contextlib.suppress(FileExistsError):  # made meanwhile: opened below all the same
             os.mkdir(name, 0o755, dir_fd=self.fd)
-            os.fsync(self.fd)
+            if sync:
+                os.fsync(self.fd)
         return self._open(name)
 
     def _open(self, name: str) -> Folder:

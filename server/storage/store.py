@@ -13,20 +13,28 @@ crash at any instant leaves the old pointer and a stray file, or the new pointer
 version; ``recovery`` removes the strays at startup. Reads are lock-free: version files never
 change once linked.
 
+Reading is liberal (`storefmt.read_version`): every shape an earlier reference release wrote is
+served, and what a file says that is not understood is logged once per file. Writing is strict
+and byte-exact to the newest format.
+
 This module and `layout` are the only ones that touch the content root, and both do it through
 `rooted`: every folder is opened one real folder at a time below the root and every name relative
 to an open folder, so no write lands and no read comes from outside the root, whatever links the
-tree holds. It is synchronous; the server runs writes on one worker thread, so there is one
-writer.
+tree holds. It is synchronous. Every write holds `exclusive`, the root's write lock (a thread
+lock plus ``flock`` on the root's descriptor), so writers in one process and in others
+(`mark-server import` beside a server) take turns; `batch` group-commits the writes made inside
+it with one filesystem sync.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import logging
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,9 +55,11 @@ from markproto.server.storage.layout import (
 )
 from markproto.server.storage.rooted import Folder, same_file
 
+log = logging.getLogger("markproto.server.storage.store")
+
 
 class Corrupt(Exception):
-    """A version file on disk breaks the strict grammar; it is never served or built upon."""
+    """A version file on disk cannot be served (it is over the size limit); never built upon."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +141,53 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.layout = Layout(root)
         self.root = self.layout.root
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._locked = 0
+        self._pending: dict[str, _Pending] | None = None
+        """Pointer swaps a batch holds back until its commit (None outside a batch)."""
+        self._noted: set[str] = set()
+        """Version files whose unread lines were logged: each is reported once."""
 
     def close(self) -> None:
+        """Release the root's descriptor (a second close does nothing)."""
         self.root.close()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the content root's write lock: this thread's lock and, for other processes on
+        the same root (``mark-server import`` beside a running server), ``flock`` on the root's
+        descriptor. Every write takes it; so does startup recovery, which must not take another
+        process's half-finished write for debris."""
+        with self._write_lock:
+            if not self._locked:
+                fcntl.flock(self.root.fd, fcntl.LOCK_EX)
+            self._locked += 1
+            try:
+                yield
+            finally:
+                self._locked -= 1
+                if not self._locked:
+                    fcntl.flock(self.root.fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: the writes inside create their version files without fsync and hold
+        back their pointer swaps; the exit makes all of them durable with one filesystem sync,
+        then swaps the pointers, then syncs again. A crash before the swaps leaves files no
+        pointer names (recovery removes them), so a write is still current only once durable.
+        A second write to a path the batch holds commits what came before it first."""
+        with self.exclusive():
+            if self._pending is not None:
+                yield
+                return
+            self._pending = {}
+            try:
+                yield
+            finally:
+                try:
+                    self._commit()
+                finally:
+                    self._pending = None
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -156,23 +209,26 @@ class Store:
             data, st = self._read(file)
         except OSError:
             return None
-        return self._version(path, file, data, st, current=number is None)
+        return self._version(path, number or pointer.number, file, data, st, current=number is None)
 
-    def load_file(self, path: str, file: str) -> Version | None:
+    def load_file(self, path: str, number: int, file: str) -> Version | None:
         """One known version file of ``path`` (its in-file archived line, no flag lookup)."""
         try:
             data, st = self._read(file)
         except OSError:
             return None
-        return self._version(path, file, data, st, current=False)
+        return self._version(path, number, file, data, st, current=False)
 
     def _version(
-        self, path: str, file: str, data: bytes, st: os.stat_result, *, current: bool
+        self, path: str, number: int, file: str, data: bytes, st: os.stat_result, *, current: bool
     ) -> Version:
         try:
-            parsed = storefmt.parse_version(data)
+            parsed, notes = storefmt.read_version(data, number)
         except StoreFormatError as exc:
             raise Corrupt(f"{path}: {file}: {exc}") from exc
+        if notes and file not in self._noted:
+            self._noted.add(file)
+            log.warning("%s v%d (%s): %s", path, number, file, "; ".join(notes))
         archived = parsed.archived
         if current:
             flag = self.layout.archive_flag(path)
@@ -206,7 +262,8 @@ class Store:
 
     def chain_valid(self, history: History) -> bool:
         """Verify the hash chain over a history's (ascending, surviving) version files."""
-        return storefmt.chain_valid([self._read(file)[0] for file in history.files])
+        numbers = [entry.version for entry in history.entries]
+        return storefmt.chain_valid([self._read(file)[0] for file in history.files], numbers)
 
     def _read(self, file: str) -> tuple[bytes, os.stat_result]:
         return self.root.read(file, STORED_FILE_MAX)
@@ -257,15 +314,24 @@ class Store:
         return None
 
     def publish(
-        self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
+        self,
+        path: str,
+        body: bytes,
+        meta: Mapping[str, str],
+        expected: int | None,
+        *,
+        adopt: bool = False,
     ) -> Written | Refusal:
         """Write a new version of ``path`` (SPEC PUBLISH, store checks in the reference's order:
-        conflict, archived, no-op, write)."""
+        conflict, archived, no-op, write). With ``adopt``, a plain file at ``path`` holding
+        exactly ``body`` becomes version 1 of a document in place (an import of a root into
+        itself) instead of being refused."""
         if len(body) > MAX_BODY:
             return TooLarge()
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self.collision(path)
-            if refused is not None:
+            if refused is not None and not (adopt and self._adoptable(path, body, refused)):
                 return refused
             current = self.load(path)
             number = current.number if current else 0
@@ -283,7 +349,8 @@ class Store:
     ) -> Written | Refusal:
         """Append ``text`` to the current body (SPEC APPEND): a newline is added only when the
         current body lacks one; metadata is the base version's, overlaid, without retention."""
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self.collision(path)
             if refused is not None:
                 return refused
@@ -310,7 +377,8 @@ class Store:
 
     def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         """Archive or unarchive the current version without touching any version file."""
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             dirs, name = split_doc_path(path)
             parent = self.root.folder(dirs)
             if parent is None:
@@ -348,14 +416,19 @@ class Store:
         number = current.number + 1 if current else 1
         data = storefmt.emit_version(number, previous, meta, body)
         final = f"v{number}"
-        with self.root.make(version_parts(path)) as vdir:
+        sync = self._pending is None
+        with self.root.make(version_parts(path), sync=sync) as vdir:
             try:
-                durable.link_new(final, data, dir_fd=vdir.fd)
+                durable.link_new(final, data, sync=sync, dir_fd=vdir.fd)
             except FileExistsError:
                 return Conflict(current.number if current else 0)
             st = os.stat(final, dir_fd=vdir.fd, follow_symlinks=False)
-            self._swap_pointer(path, number)
-            pruned = self._prune(vdir, number, metadata.retention(meta))
+            pruned = self._doomed(vdir, number, metadata.retention(meta))
+            if self._pending is None:
+                self._swap_pointer(path, number)
+                self._prune(vdir, pruned)
+            else:
+                self._pending[path] = _Pending(number, pruned)
         version = Version(
             path=path,
             number=number,
@@ -369,11 +442,41 @@ class Store:
         )
         return Written(version, created=True, pruned=pruned)
 
-    def _swap_pointer(self, path: str, number: int) -> None:
+    def _settle(self, path: str) -> None:
+        """Commit the batch first if it holds a write of ``path``: what follows reads it."""
+        if self._pending and path in self._pending:
+            self._commit()
+
+    def _commit(self) -> None:
+        """Make the batch's writes durable, then current (see `batch`)."""
+        if not self._pending:
+            return
+        durable.sync_filesystem("", dir_fd=self.root.fd)
+        for path, pending in self._pending.items():
+            self._swap_pointer(path, pending.number, sync=False)
+            if pending.doomed:
+                with self.root.make(version_parts(path), sync=False) as vdir:
+                    self._prune(vdir, pending.doomed, sync=False)
+        self._pending.clear()
+        durable.sync_filesystem("", dir_fd=self.root.fd)
+
+    def _adoptable(self, path: str, body: bytes, refused: Collision) -> bool:
+        """Whether the refusal is only a plain regular file at ``path`` that holds ``body``."""
+        if refused.reason != status.not_versioned(path):
+            return False
+        try:
+            data, _ = self.root.read(path.lstrip("/"), MAX_BODY)
+        except OSError:
+            return False
+        return data == body
+
+    def _swap_pointer(self, path: str, number: int, *, sync: bool = True) -> None:
         """Make version ``number`` current: the moment a write is acknowledged."""
         dirs, name = split_doc_path(path)
-        with self.root.make(dirs) as parent:
-            durable.swap_symlink(name, self.layout.pointer_target(path, number), dir_fd=parent.fd)
+        with self.root.make(dirs, sync=sync) as parent:
+            durable.swap_symlink(
+                name, self.layout.pointer_target(path, number), sync=sync, dir_fd=parent.fd
+            )
 
     def _migrate(self, path: str, pointer: Pointer) -> None:
         """Move a legacy flat history into the per-document layout, crash-safely: link every file
@@ -402,7 +505,8 @@ class Store:
                 versions.unlink(old)
             versions.fsync()
 
-    def _prune(self, vdir: Folder, newest: int, keep: int | None) -> tuple[int, ...]:
+    def _doomed(self, vdir: Folder, newest: int, keep: int | None) -> tuple[int, ...]:
+        """The versions ``retention: keep`` removes once ``newest`` is current."""
         if keep is None:
             return ()
         numbers = []
@@ -411,9 +515,18 @@ class Store:
             if matched and int(matched.group(1)) <= newest:
                 numbers.append(int(matched.group(1)))
         numbers.sort()
-        doomed = numbers[: max(0, len(numbers) - keep)]
+        return tuple(numbers[: max(0, len(numbers) - keep)])
+
+    def _prune(self, vdir: Folder, doomed: tuple[int, ...], *, sync: bool = True) -> None:
         for number in doomed:
             vdir.unlink(f"v{number}")
-        if doomed:
+        if doomed and sync:
             vdir.fsync()
-        return tuple(doomed)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A batched write waiting for its commit: the version to make current, what to prune."""
+
+    number: int
+    doomed: tuple[int, ...]

@@ -178,7 +178,7 @@ async def test_a_failing_read_is_an_internal_error(
     content: Content, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     await content.publish("/a.md", b"a", {}, None)
-    (tmp_path / "versions/a.md/v1").write_bytes(b"---\nversion: one\n---\na")  # on fire
+    (tmp_path / "versions/a.md/v1").write_bytes(b"---\n---\n" + b"a" * (2 << 20))  # on fire
     d = Dispatcher(Context(content))
     with caplog.at_level(logging.ERROR, logger="markproto.server.dispatch"):
         got = await send(d, b"FETCH /a.md\n")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from markproto import durable
 from markproto.protocol import storefmt
 from markproto.server.storage.layout import ARCHIVE_FILE
 from markproto.server.storage.recovery import recover
@@ -196,6 +199,62 @@ def test_a_failed_write_leaves_no_temporary_behind(
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path / "versions/a.md")) == ["v1"]
     assert written(store.publish("/a.md", b"2", {}, expected=1)).version.number == 2
+
+
+# -- group commit and adoption -------------------------------------------------------------------
+
+
+def test_a_batch_makes_its_writes_current_only_at_its_commit(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs: list[str] = []
+    real_sync = durable.sync_filesystem
+    monkeypatch.setattr(
+        durable, "sync_filesystem", lambda f, **k: (syncs.append(f), real_sync(f, **k))
+    )
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
+    with store.batch():
+        for n in range(5):
+            written(store.publish(f"/docs/{n}.md", b"x", {}, expected=0))
+        assert store.load("/docs/0.md") is None  # written, not yet current
+        assert (tmp_path / "docs/versions/0.md/v1").exists()
+    assert fsyncs == [] and len(syncs) == 2  # one flush before the pointers, one after
+    assert all(store.load(f"/docs/{n}.md") is not None for n in range(5))
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_a_batch_commits_before_a_second_write_to_the_same_path(store: Store) -> None:
+    with store.batch():
+        written(store.publish("/a.md", b"1", {}, expected=0))
+        second = written(store.publish("/a.md", b"2", {}, expected=1))
+        store.set_archived("/b.md", True)
+        third = written(store.publish("/a.md", b"3", {"retention": "1"}, expected=2))
+    assert (second.version.number, third.version.number, third.pruned) == (2, 3, (1, 2))
+    assert numbers(store, "/a.md") == [3]
+
+
+def test_adopt_makes_a_plain_file_version_one_in_place(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes/a.md").write_bytes(b"# A\n")
+    assert isinstance(store.publish("/notes/a.md", b"# B\n", {}, None, adopt=True), Collision)
+    adopted = written(store.publish("/notes/a.md", b"# A\n", {}, expected=0, adopt=True))
+    assert adopted.version.number == 1
+    assert os.readlink(tmp_path / "notes/a.md") == "versions/a.md/v1"
+    loaded = store.load("/notes/a.md")
+    assert loaded is not None and loaded.body == b"# A\n"
+
+
+def test_the_write_lock_excludes_other_processes(store: Store, tmp_path: Path) -> None:
+    script = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY);"
+        "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    )
+    with store.exclusive():
+        held = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    free = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    assert (held.returncode, free.returncode) == (1, 0)
 
 
 def test_the_walk_stops_where_no_document_may_be(
