@@ -31,7 +31,7 @@ from markproto.protocol import mdoutline
 from markproto.protocol.document import OwnFacts, own_facts
 from markproto.protocol.links import Extractor
 from markproto.server.search.links import pack
-from markproto.server.search.text import strip_markup, text_words, word_set
+from markproto.server.search.text import name_length, strip_markup, text_words, word_set
 
 __all__ = [
     "FLAG_BITS",
@@ -72,7 +72,8 @@ class Analysis:
     lengths: array[int]
     """Words per section (the BM25 length of its text)."""
     heads: bytes
-    """Distinct words of each section's own heading (capped at 255)."""
+    """Distinct words of each section's own heading, its attribute block aside (``name_length``;
+    capped at 255)."""
     names: str
     name_ends: array[int]
     """Anchor, then heading, of each section: item i is ``names[ends[i-1]:ends[i]]``."""
@@ -248,7 +249,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
                     found.add(term, entry | IN_TRAIL)
         spans.extend((start, stop))
         lengths.append(length)
-        heads.append(min(len(own), 255))
+        heads.append(min(name_length((section.heading,), own), 255))
         for name in (section.anchor, section.heading):
             names.append(name)
             size += len(name)
