@@ -250,10 +250,6 @@ class Content:
         it finished, its result counts as if it had not been cancelled at all.
         """
         job = _Job(fn, args, concurrent.futures.Future())
-        # Running from the start: a cancelled await (wrap_future) would otherwise cancel the
-        # future itself, and a write the writer took would end as a CancelledError, not as
-        # `WriteTimedOut`. Withdrawal goes through the queue below, never through the future.
-        job.done.set_running_or_notify_cancel()
         with self._queue_lock:
             self._queue.append(job)
         self._writer.submit(self._drain)
