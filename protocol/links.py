@@ -53,6 +53,7 @@ __all__ = [
     "World",
     "extract",
     "follow",
+    "lands",
     "parse_target",
     "relations",
     "resolve",
@@ -680,11 +681,23 @@ class Destination:
     state: str
 
 
+def _elsewhere(target: Target, world: World) -> bool:
+    """Whether ``target`` leads off this server (a URL, or a ``mark://`` URL of another)."""
+    return not target.internal or bool(target.authority and not world.ours(target.authority))
+
+
+def lands(link: Link, source: str, world: World) -> str | None:
+    """The document ``link`` leads to in ``world`` (what ``follow`` names when its state is not
+    ``MISSING`` or ``EXTERNAL``), or None; the cheap part of ``follow``, anchors unchecked."""
+    target = parse_target(link.target, source, link.syntax)
+    return None if _elsewhere(target, world) else resolve(target, world.exists, world.named)
+
+
 def follow(link: Link, source: str, world: World) -> Destination:
     """Where ``link`` (written in document ``source``) leads in ``world`` (SPEC §5.9)."""
     target = parse_target(link.target, source, link.syntax)
     kind = RELATION if link.syntax == RELATION else INTERNAL
-    if not target.internal or (target.authority and not world.ours(target.authority)):
+    if _elsewhere(target, world):
         url = target.url or link.target
         return Destination(kind if kind == RELATION else EXTERNAL, url, "", EXTERNAL)
     found = resolve(target, world.exists, world.named)

@@ -39,18 +39,22 @@ def links(opts: Options, url: str | None, relations: str | None) -> None:
 
     Each line is the link's line in the body, its section, its state (ok, missing,
     missing-anchor, external), where it leads and its label. A folder lists the links of
-    every document in it.
+    every document in it, each line led by its document.
     """
     target = resolve(url)
     graph = _gather(opts, target, "outgoing", relations, 1)
-    table = [
+    table: list[tuple[str, ...]] = [
         (str(row.line) if row.line else "-", _where(row), row.state, _to(row), row.label)
         for row in graph.rows
     ]
+    columns: tuple[str, ...] = ("line", "section", "state", "target", "label")
+    if target.path.endswith("/") or any(row.source != target.path for row in graph.rows):
+        table = [(row.source, *cells) for row, cells in zip(graph.rows, table, strict=True)]
+        columns = ("source", *columns)  # a folder's links: whose each one is
     broken = sum(row.broken for row in graph.rows)
     external = sum(row.external for row in graph.rows)
     head = f"{target.path}: {_count(graph.total, 'link')} ({broken} broken, {external} external)"
-    _show(opts, graph, head, ("line", "section", "state", "target", "label"), table)
+    _show(opts, graph, head, columns, table)
 
 
 @click.command()
@@ -121,7 +125,7 @@ def graph(
     elif form == "mermaid":
         text = found.mermaid()
     else:
-        text = _text_graph(found)
+        text = _text_graph(found, depth)
     emit(opts, found.result, text.encode(), extra=found.as_json(), notes=_notes(found))
 
 
@@ -163,9 +167,9 @@ def _show(
     emit(opts, found.result, text.encode(), extra={**extra, "cut": found.cut}, notes=_notes(found))
 
 
-def _text_graph(found: Graph) -> str:
+def _text_graph(found: Graph, depth: int) -> str:
     """Per document reached, ``[depth] title (path, N links)`` and its links under it; then the
-    totals."""
+    totals. A document ``depth`` steps out, whose own links were not walked, shows no count."""
     out = []
     by_source: dict[str, list[LinkRow]] = {}
     for row in found.rows:
@@ -174,9 +178,8 @@ def _text_graph(found: Graph) -> str:
         if node.kind != "document":
             continue
         held = by_source.get(node.id, [])
-        out.append(
-            f"[{node.depth}] {node.title or node.id} ({node.id}, {_count(len(held), 'link')})"
-        )
+        count = f", {_count(len(held), 'link')}" if held or node.depth != depth else ""
+        out.append(f"[{node.depth}] {node.title or node.id} ({node.id}{count})")
         out += [f"    {'!' if row.broken else '-'}> {_to(row)}  {row.state}" for row in held]
     documents = sum(node.kind == "document" for node in found.nodes())
     broken = sum(row.broken for row in found.rows)

@@ -35,11 +35,11 @@ Relations = Annotated[
     list[str] | None,
     Field(
         max_length=32,
-        description='exact predicates (rel-<p> metadata); "" = body links; groups by document',
+        description='rel-<p> predicates; "" = body links',
     ),
 ]
 ExplorePage = Annotated[int, Field(ge=1, le=100, description="links shown each way")]
-Depth = Annotated[int, Field(ge=1, le=5, description="steps out (default 2)")]
+Depth = Annotated[int, Field(ge=1, le=5)]
 LEAN = ("version", "title")
 
 
@@ -56,9 +56,8 @@ def register(bridge: Bridge) -> None:
         cursor: str | None = None,
         verbose: Verbose = False,
     ) -> str:
-        """Orient around one document: its outline, outbound links, backlinks and siblings
-        (page_size each, next-cursor continues). relations lists those relations grouped by
-        document."""
+        """Orient around one document: outline, outbound links, backlinks, siblings (page_size
+        each; next-cursor continues). With relations: those links, grouped by document."""
         target = bridge.document(url, "mark_explore")
         target = dataclasses.replace(target, anchor="")
         if relations is not None and len(set(relations)) != len(relations):
@@ -113,8 +112,7 @@ def register(bridge: Bridge) -> None:
 
     @reader
     async def mark_backlinks(url: Url, verbose: Verbose = False, offset: Offset = 0) -> str:
-        """Documents linking to a document, from the server's link index: complete and current,
-        filtered by what the token may read."""
+        """Links into a document from the server's link index: complete, current, read-filtered."""
         target = dataclasses.replace(bridge.document(url, "mark_backlinks"), anchor="")
         found = await guard(gather(client, target, direction="incoming"))
         _check_links(found.result)
@@ -128,8 +126,8 @@ def register(bridge: Bridge) -> None:
     async def mark_graph(
         url: Url, depth: Depth = 2, verbose: Verbose = False, offset: Offset = 0
     ) -> str:
-        """Documents and links reachable by outbound links, depth steps out (max 5). Edges carry
-        section, relation and state; external links are listed, not followed."""
+        """Documents and links reachable by outbound links, depth steps out; external links are
+        listed, not followed."""
         target = dataclasses.replace(bridge.resolve(url), anchor="")
         found = await guard(gather(client, target, direction="outgoing", depth=depth))
         _check_links(found.result)
@@ -254,7 +252,7 @@ class _View:
                 label = f' "{row.label}"' if row.label else ""
                 edge = f"{'out' if out else 'in'} {rel} {self.name(row.source, row.section)}"
                 groups.setdefault(other, Counter())[edge + label] += 1
-        lines = [f"## Relations ({len(groups)} documents)", ""]
+        lines = [f"## Relations ({len(groups)} document{'' if len(groups) == 1 else 's'})", ""]
         for other, edges in groups.items():
             lines.append(f"- {other if not other.startswith('/') else self.link(other)}")
             lines += [f"  - {edge} x{count}" for edge, count in edges.items()]

@@ -154,20 +154,27 @@ def _around(
     readable: Callable[[str], bool],
     title: Callable[[str], str],
 ) -> Page:
-    """One step from one document: its links are counted without being read, and only those
-    on the page are resolved, so a page of a document with thousands of links costs a page."""
+    """One step from one document: its own links are counted without being read, its
+    backlinks by where they lead alone, and only the rows on the page are followed in full, so
+    a page of a document with thousands of links either way costs little more than a page."""
     outgoing = index.outbound_count(start, query.relations) if query.outgoing else 0
-    incoming = []
-    if query.incoming:
-        incoming = [edge for edge in index.inbound(start, readable) if query.wants(edge)]
-    total = outgoing + len(incoming)
-    first, last = query.offset, min(query.offset + query.limit, total)
+    first, last = query.offset, query.offset + query.limit
     rows = []
     if first < outgoing:
         rows = index.outbound(
             start, readable, wanted=query.relations, start=first, stop=min(last, outgoing)
         )
-    rows += incoming[max(first - outgoing, 0) : max(last - outgoing, 0)]
+    incoming = 0
+    if query.incoming:
+        page, incoming = index.inbound_page(
+            start,
+            readable,
+            wanted=query.relations,
+            start=max(first - outgoing, 0),
+            stop=max(last - outgoing, 0),
+        )
+        rows += page
+    total = outgoing + incoming
     reached = {start: 0}
     for edge in rows:
         for near in _ends(edge):

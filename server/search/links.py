@@ -62,9 +62,12 @@ __all__ = [
 _FIELD, _RECORD = "\x1f", "\x1e"
 _SYNTAX = (links.INLINE, links.REFERENCE, links.AUTOLINK, links.HTML, links.WIKI)
 _CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
-_LINK_SHIFT = 16
-"""An entry of the backlink lists is ``document << 16 | link``: ``LINKS_MAX`` links and the
-relations after them fit below."""
+_LINK_SHIFT = 17
+_LINK_MASK = (1 << 16) - 1
+"""An entry of the backlink lists is ``document << 17 | link << 1 | first``: ``LINKS_MAX``
+links and the relations after them fit in 16 bits; ``first`` says the path it is listed under
+is the link's first candidate and the link names no server (``mark://``), so that it leads
+there whenever the path is a document the reader may read, without reading the link."""
 
 
 def pack(found: Iterable[Link]) -> tuple[bytes, int]:
@@ -145,9 +148,9 @@ class _Doc:
         items = [names[ends[i - 1] if i else 0 : ends[i]] for i in range(len(ends))]
         return items[0::2], items[1::2]
 
-    def link(self, number: int, unpacked: list[Link] | None = None) -> Link:
+    def link(self, number: int) -> Link:
         if number < self.count:
-            return (unpacked if unpacked is not None else unpack(self.links))[number]
+            return unpack(self.links, number, number + 1)[0]
         predicate, target = list(relations(self.meta))[number - self.count]
         return Link(0, "", target, "", RELATION, predicate)
 
@@ -230,8 +233,9 @@ class LinkIndex:
         base = doc.number << _LINK_SHIFT
         for number, link in enumerate(doc.all_links()):
             target = parse_target(link.target, doc.path, link.syntax)
-            for key in target.keys:
-                yield key, base | number
+            for rank, key in enumerate(target.keys):
+                first = rank == 0 and bool(target.candidates) and not target.authority
+                yield key, base | number << 1 | first
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -275,24 +279,52 @@ class LinkIndex:
     def inbound(self, path: str, readable: Readable = _everyone) -> list[Edge]:
         """The links from other documents ``readable`` may read that lead to ``path`` for it,
         by source path, then place."""
+        return self.inbound_page(path, readable)[0]
+
+    def inbound_page(
+        self,
+        path: str,
+        readable: Readable = _everyone,
+        *,
+        wanted: frozenset[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> tuple[list[Edge], int]:
+        """``inbound``'s links that ``wanted`` keeps, from ``start`` to ``stop`` of them, and how
+        many there are: each is only found to lead here (``links.lands``); only those on the
+        page are followed in full (their anchors checked), so a page of a hub's thousands of
+        backlinks costs little more than counting them."""
         view = _View(self, readable)
-        entries = set(self._wants.get(path, ()))
-        entries.update(self._wants.get(paths.base(path).lower(), ()))
-        out = []
-        cache: dict[int, list[Link]] = {}
-        for entry in sorted(entries):
-            doc = self._numbers[entry >> _LINK_SHIFT]
+        if not view.exists(path):
+            return [], 0
+        found: dict[tuple[int, int], int] = {}
+        for key in (path, paths.base(path).lower()):
+            for entry in self._wants.get(key, ()):
+                place = (entry >> _LINK_SHIFT, entry >> 1 & _LINK_MASK)
+                found[place] = found.get(place, 0) | entry & 1
+        numbers = self._numbers
+        candidates = [(numbers[doc], number, first) for (doc, number), first in found.items()]
+        candidates.sort(key=lambda item: (item[0].path, item[1]))
+        edges: list[Edge] = []
+        total = 0
+        for doc, number, first in candidates:
             if doc.path == path or not readable(doc.path):
                 continue
-            number = entry & ((1 << _LINK_SHIFT) - 1)
-            if number < doc.count and doc.number not in cache:
-                cache[doc.number] = unpack(doc.links)
-            link = doc.link(number, cache.get(doc.number))
-            edge = view.edge(doc, number, link)
-            if edge.target == path and edge.state != MISSING and edge.kind != EXTERNAL:
-                out.append(edge)
-        out.sort(key=lambda edge: (edge.source, edge.number))
-        return out
+            link = None if first else doc.link(number)
+            if wanted is not None:
+                if number < doc.count:
+                    predicate = ""
+                else:
+                    link = link or doc.link(number)
+                    predicate = link.predicate
+                if predicate not in wanted:
+                    continue
+            if link is not None and links.lands(link, doc.path, view) != path:
+                continue
+            if start <= total and (stop is None or total < stop):
+                edges.append(view.edge(doc, number, link or doc.link(number)))
+            total += 1
+        return edges, total
 
     def memory(self) -> int:
         """Bytes the index holds of its own (what it shares with the body index and the

@@ -198,6 +198,7 @@ def child_server(
     patches: dict[str, object] | None = None,
     pinned: bool = True,
     tokens: Path | None = None,
+    start_timeout: float = 60.0,
     **settings: object,
 ) -> Iterator[Child]:
     """Serve ``root`` from a spawned process on 127.0.0.1 (port picked by the system).
@@ -207,7 +208,8 @@ def child_server(
     rate limiter is off unless ``rate_limit`` is given. ``patches`` sets module attributes in the
     server process before it starts (``{"package.module.NAME": value}``), to measure a variant.
     ``pinned=False`` lets the system place the server (on a machine others share, a pinned server
-    waits for its CPU while the other may be free).
+    waits for its CPU while the other may be free). ``start_timeout`` is how long it may take to
+    index ``root`` and start (a loaded machine).
     """
     state = Path(tempfile.mkdtemp(prefix="bench-state-"))
     options: dict[str, Any] = {
@@ -229,7 +231,7 @@ def child_server(
         daemon=True,
     )
     proc.start()
-    if not parent.poll(60):
+    if not parent.poll(start_timeout):
         proc.kill()
         raise RuntimeError("the server process did not start")
     child = Child(proc, parent, parent.recv(), state / "devcert.pem")

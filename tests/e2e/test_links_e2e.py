@@ -99,6 +99,9 @@ def test_mark_links_lists_a_documents_links_broken_and_external_marked(site: Sit
         ("/notes/hub.md", "ok"),
     ]
     assert as_json["links"][0]["url"] == site.url("/docs/concepts/metric_types.md")
+    folder = site.mark("links", site.url("/notes/")).stdout.splitlines()
+    assert folder[2].split() == ["source", "line", "section", "state", "target", "label"]
+    assert {line.split()[0] for line in folder[3:]} == {"/notes/hub.md", "/notes/old.md"}
 
 
 def test_mark_backlinks_lists_what_links_here(site: Site) -> None:
@@ -118,7 +121,7 @@ def test_mark_graph_in_every_format(site: Site) -> None:
     text = site.mark("graph", site.url("/notes/old.md"))
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith("[0] Old (/notes/old.md, 2 links)\n")
-    assert "[2] Metric types (/docs/concepts/metric_types.md" in text.stdout
+    assert "[2] Metric types (/docs/concepts/metric_types.md)\n" in text.stdout  # not walked
     found = json.loads(site.mark("graph", "-json", "-depth", "2", site.url("/notes/old.md")).stdout)
     depths = {node["id"]: node["depth"] for node in found["nodes"] if node["kind"] == "document"}
     assert depths == {"/notes/old.md": 0, "/notes/hub.md": 1, "/docs/concepts/metric_types.md": 2}

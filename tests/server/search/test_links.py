@@ -154,6 +154,43 @@ def test_a_reader_sees_the_index_of_what_it_may_read(readable: set[str]) -> None
         assert full.inbound(path, readable.__contains__) == alone.inbound(path)
 
 
+HUB = [
+    *DOCS,
+    loaded("/docs/guide.md", "# Guide, the page\n\n[a](a.md)\n", {"rel-up": "/docs/a.md"}),
+    loaded("/far.md", "[a](mark://localhost/docs/a.md) [again](docs/a.md#alpha)\n"),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sets(st.sampled_from([d.path for d in HUB])),
+    st.sampled_from([None, frozenset({""}), frozenset({"up"}), frozenset({"", "up"})]),
+    st.integers(0, 4),
+    st.integers(0, 4),
+)
+def test_backlinks_are_the_links_that_lead_here_page_by_page(
+    readable: set[str], wanted: frozenset[str] | None, start: int, size: int
+) -> None:
+    """Backlinks, counted cheaply and followed only on the page, are exactly the outbound links
+    of every other readable document that ``follow`` (in full) takes to the path."""
+    index = index_of(HUB, ["localhost:6309"])
+    for path in {d.path for d in HUB} | {"/docs/guide/index.md", "/nowhere.md"}:
+        if path not in readable:
+            continue
+        oracle = [
+            edge
+            for source in sorted(readable - {path})
+            for edge in index.outbound(source, readable.__contains__)
+            if edge.target == path
+            and edge.state not in (MISSING, EXTERNAL)
+            and (wanted is None or edge.predicate in wanted)
+        ]
+        page, total = index.inbound_page(
+            path, readable.__contains__, wanted=wanted, start=start, stop=start + size
+        )
+        assert (page, total) == (oracle[start : start + size], len(oracle))
+
+
 def test_the_reader_check_fails_without_the_read_filter() -> None:
     """The property above has teeth: leaving the filter out shows what the reader may not read."""
     readable = {"/docs/a.md", "/top.md"}
@@ -177,9 +214,12 @@ BODIES = [
 METAS = [{}, {"rel-next": "/d/c.md"}, {"rel-up": "/a.md, /d/"}]
 
 Op = tuple[str, int, int, int]
+VERBS = ["publish", "append", "archive", "unarchive", "retention"]
+VERBS += ["disk", "disk-archive", "disk-unarchive", "disk-remove"]
+"""The last four behind the server's back, each followed by a change scan."""
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["publish", "append", "archive", "unarchive", "retention", "disk"]),
+        st.sampled_from(VERBS),
         st.integers(0, len(POOL) - 1),
         st.integers(0, len(BODIES) - 1),
         st.integers(0, len(METAS) - 1),
@@ -210,6 +250,12 @@ async def _apply(content: Content, root: Path, op: Op) -> None:
     elif verb == "disk":  # behind the server's back, then the change scan
         written = Store(root).publish(path, body, metadata.normalize(meta), None)
         assert isinstance(written, Written) or current is not None
+        await content.rescan()
+    elif verb in ("disk-archive", "disk-unarchive") and current is not None:
+        Store(root).set_archived(path, verb == "disk-archive")
+        await content.rescan()
+    elif verb == "disk-remove" and current is not None:  # its pointer deleted: it is gone
+        (root / path.lstrip("/")).unlink()
         await content.rescan()
 
 
