@@ -465,14 +465,22 @@ other does not land. The move to BM25F (one saturation; the title as the trail's
 once) helped both. Bare rows: a separate document weight (6, normalized over documents) was
 chosen on Prometheus, whose five title questions ("data model", "recording rules") want the
 whole document, and it cost FastAPI (0.89 -> 0.84 hit@1), whose API reference stubs are titled by
-the identifiers its questions name; so it did not land. A bare row is now a heading alone: its
-tags and title weighted and normalized as a section's own heading, which removes two weights and
-puts both kinds of row on one scale by construction (a title-only match ties a section headed
-the same whose text lacks the terms, and loses to one whose text holds them). Tried and not
-landed, by the same rule: giving the bare row its document's whole text as a text field
-(normalized against the mean document) wins Prometheus's title questions (0.93 / 0.964) and loses
-FastAPI's to the stubs (0.82 / 0.893). So the corpora disagree on that one structural question,
-and Prometheus's two title questions are where ours trails FTS5 and tantivy.
+the identifiers its questions name; so it did not land. A bare row is now the section its document
+would be if the title headed its preamble: tags and title weighted and normalized as a section's
+own heading, the preamble (the text before the first heading) as its text. That removes two
+weights and puts both kinds of row on one scale by construction. The title alone (no text) gave
+FastAPI 0.89 / 0.935 and Prometheus 0.90 / 0.938; the preamble as text kept FastAPI (154 of its
+155 documents open with a `#` heading: no preamble) and moved Prometheus to 0.92 / 0.951 (49 of
+its 71 documents take their title from frontmatter and open with a lead paragraph: "recording
+rules" now finds its document). Tried and not landed, by the same rule: the document's whole text
+as the bare row's text (normalized against the mean document) wins Prometheus (0.93 / 0.964) and
+loses FastAPI to its API reference stubs (0.82 / 0.893); the text under the first heading counted
+as the lead too (the `# Title` section) gives the same loss (FastAPI 0.82 / 0.893, Prometheus 0.92
+/ 0.951); the bare row's title counted as both own heading and trail root (plus the trail weight)
+gives FastAPI 0.87 / 0.920, Prometheus 0.92 / 0.954. So the corpora still disagree on how much a
+title alone is worth against a section headed by the same words elsewhere, and "data model" (a
+document whose title is its only match, against sections headed "Data model" in other documents)
+is where ours trails FTS5 on Prometheus.
 """
 
 
