@@ -164,7 +164,7 @@ Allow = Callable[[float], bool]
 """Spend one token of a source's bucket at ``now``; False when it is empty."""
 
 
-UPLOAD_STEP = 64 << 10
+UPLOAD_STEP = 16 << 10
 """The least receive window a starved connection is given at a time."""
 
 

@@ -82,9 +82,12 @@ DEFAULT_UPLOAD_RATE = 1 << 20
 DEFAULT_UPLOAD_BURST = 2 * limits.MAX_REQUEST
 """Request bytes a client address may send at once, beyond each connection's first window: two
 of the largest requests."""
-RECEIVE_WINDOW = 128 << 10
+RECEIVE_WINDOW = 64 << 10
 """Request bytes a connection may have in flight beyond what it sent (QUIC flow control): what
-a sender can put in the socket's queue at once, ahead of another client's packet."""
+a sender can put in the socket's queue at once, ahead of another client's packet, so another
+client's request waits behind at most this many bytes of it (about 55 packets, a few ms to
+decrypt and take in). The upload rate caps a client anyway, so a wider window would only buy
+throughput on paths slower than 64 KiB a round trip."""
 STREAM_ABORTED = 0
 """Application error code of the transport's RESET_STREAM and STOP_SENDING frames."""
 TURN = 16

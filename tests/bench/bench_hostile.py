@@ -128,6 +128,7 @@ def main() -> None:
     parser.add_argument("--no-doc", action="store_true", help="do not update PERFORMANCE.md")
     args = parser.parse_args()
     kinds = args.only or KINDS
+    start_load = os.getloadavg()
     root = Path(tempfile.mkdtemp(prefix="bench-hostile-")) / "root"
     root.mkdir()
     seed_load_root(root)
@@ -201,11 +202,12 @@ def main() -> None:
     print(summary)
     if not args.no_doc and not args.only:
         notes = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
-        load = os.getloadavg()
+        loads = [", ".join(f"{n:.1f}" for n in load) for load in (start_load, os.getloadavg())]
         perfkit.write_section(
             "Hostile clients",
-            f"{perfkit.stamp('hostile')} Load average at the end: {load[0]:.1f}, {load[1]:.1f},"
-            f" {load[2]:.1f}; {args.rounds} rounds of {args.seconds:g} s phases.\n\n{notes}\n\n"
+            f"{perfkit.stamp('hostile')} Load average (1, 5, 15 min) at the start: {loads[0]};"
+            f" at the end: {loads[1]}; {args.rounds} rounds of {args.seconds:g} s phases."
+            f"\n\n{notes}\n\n"
             f"{text}\n\n{summary}\n",
         )
     if over or not bounded:

@@ -64,8 +64,10 @@ async def server(tmp_path: Path) -> AsyncIterator[RunningServer]:
 
 @pytest.fixture
 async def impatient(tmp_path: Path) -> AsyncIterator[RunningServer]:
-    """A server that closes a connection after 1 s without traffic."""
-    async with serving(tmp_path, idle_timeout=1.0) as running:
+    """A server that closes a connection after 5 s without traffic: long enough that a loaded
+    machine stalling this one event loop (server, attacker and well-behaved client alike) for a
+    second or two never makes the well-behaved client's connection look idle."""
+    async with serving(tmp_path, idle_timeout=5.0) as running:
         yield running
 
 
@@ -140,11 +142,15 @@ async def test_a_flood_is_held_to_its_rate_and_others_served(server: RunningServ
 async def test_oversized_uploads_are_refused_and_others_served(patient: RunningServer) -> None:
     kinds = len(attacks.oversized_requests())
     outcomes, report = await under(
-        patient, attacks.oversized, reaching(lambda c: c["server-error"] >= kinds)
+        patient,
+        attacks.oversized,
+        reaching(lambda c: c["server-error"] + c["stream reset"] >= kinds),
     )
     served(report)
-    assert set(outcomes) == {"server-error"}  # could not read request, parsed, each time
-    assert outcomes["server-error"] >= kinds
+    # Refused each time: could not read request (parsed, or while arriving), or, on a machine
+    # so loaded that an upload cannot arrive within the request timeout, reset at it.
+    assert set(outcomes) <= {"server-error", "stream reset"}
+    assert outcomes["server-error"] + outcomes["stream reset"] >= kinds
     await settled(patient)
 
 

@@ -6,7 +6,9 @@ Then the server's whole life runs over it through its public surfaces: the start
 recovery, every verb through the dispatcher (reads, LOOKUP in both modes, PUBLISH, APPEND, ARCHIVE
 and unarchive), a change scan and a restart. The sentinel must come out unchanged byte for byte
 (names, contents, link targets, and each folder's mtime, which any entry created or removed in
-it would move), and the word must appear in no answer.
+it would move), and no trace of what it holds may appear in any answer: not its word, not its
+content hashes or etags (which FETCH and the hash index would carry) and not its files' dates
+(which VERSIONS lists), so nothing of it was read either.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from markproto.protocol import storefmt, wire
+from markproto.protocol import digests, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
@@ -30,6 +32,10 @@ from markproto.server.transport import Peer
 TOKEN = "confined-token"
 SECRET = b"zebraquartz"
 """A word only the sentinel holds: no answer may ever carry it."""
+OUTSIDE_BODIES = [b"# Outside\n\n" + SECRET + b" lives here\n"]
+OUTSIDE_BODIES.append(OUTSIDE_BODIES[0] + b"two\n")
+OUTSIDE_TIME = 936868149  # 1999-09-09T09:09:09Z: no file in the root is that old
+OUTSIDE_DATE = b"1999-09-09"
 PEER = Peer("192.0.2.1", 1)
 
 
@@ -40,13 +46,28 @@ def version(number: int, body: bytes, archived: bool = False) -> bytes:
 
 def sentinel(outside: Path) -> None:
     """A valid tree of its own: a folder with a pointer, a history, a flag and a loose file."""
-    body = b"# Outside\n\n" + SECRET + b" lives here\n"
+    one, two = OUTSIDE_BODIES
     (outside / "tree/versions/x.md").mkdir(parents=True)
-    (outside / "tree/versions/x.md/v1").write_bytes(version(1, body))
-    (outside / "tree/versions/x.md/v2").write_bytes(version(2, body + b"two\n"))
+    (outside / "tree/versions/x.md/v1").write_bytes(version(1, one))
+    (outside / "tree/versions/x.md/v2").write_bytes(version(2, two))
     os.symlink("versions/x.md/v1", outside / "tree/x.md")
     (outside / "flag").write_bytes(b"true\n")
-    (outside / "loose").write_bytes(body)
+    (outside / "loose").write_bytes(one)
+    for file in ("tree/versions/x.md/v1", "tree/versions/x.md/v2", "flag", "loose"):
+        os.utime(outside / file, (OUTSIDE_TIME, OUTSIDE_TIME))
+
+
+def traces(outside: Path) -> list[bytes]:
+    """What an answer would carry of the sentinel had any of it been read: its word, its
+    files' date, its bodies' content hashes and its version files' hashes (etags)."""
+    files = [outside / "tree/versions/x.md/v1", outside / "tree/versions/x.md/v2"]
+    hashes = [storefmt.content_hash(body) for body in OUTSIDE_BODIES]
+    hashes += [digests.hash_ref(f.read_bytes()) for f in files]
+    return (
+        [SECRET, OUTSIDE_DATE]
+        + [h.encode() for h in hashes]
+        + [h.removeprefix("sha256-").encode() for h in hashes]
+    )
 
 
 def picture(top: Path) -> dict[str, object]:
@@ -163,16 +184,18 @@ class Server:
         self.content = Content.open(root, [self.lookup])
         auth = Grants([Grant("w", hash_token(TOKEN), ("/**",), frozenset({"publish"}))])
         self.dispatcher = Dispatcher(Context(self.content, lookup=self.lookup, grants=auth))
-        self.answers: list[tuple[str, wire.Response]] = []
+        self.answers: list[tuple[str, str, wire.Response]] = []
 
     async def ask(self, verb: str, path: str, body: bytes = b"", **meta: str) -> wire.Response:
         request = wire.Request(verb, path, {"auth": TOKEN, **meta}, body)
         out = self.dispatcher.handle(wire.emit_request(request), PEER)
         got = wire.parse_response(out if isinstance(out, bytes) else await out)
-        self.answers.append((verb, got))
+        self.answers.append((verb, path, got))
         return got
 
-    async def every_verb(self) -> None:
+    async def every_verb(self, hashes: list[str]) -> None:
+        for path in hashes:  # the hash index: a version read from outside would be listed
+            await self.ask("FETCH", "/" + path)
         for path in ("/p/x.md", "/p/y.md", "/p/z.md", "/p/x.md/v1", "/p/x.md/v2"):
             await self.ask("FETCH", path)
             await self.ask("VERSIONS", path)
@@ -202,20 +225,23 @@ async def test_no_byte_leaves_the_root(
 ) -> None:
     root, outside, refused = planted
     before = picture(outside)
+    marks = traces(outside)
+    hashes = [m.decode() for m in marks if m.startswith(b"sha256-")]
     caplog.set_level(logging.WARNING, "markproto.server.storage")
     for _ in range(2):  # a start, then a restart over what the first left
         server = Server(root)
         try:
-            await server.every_verb()
+            await server.every_verb(hashes)
             assert (await server.ask("FETCH", "/q/real.md")).status == "ok"
         finally:
             server.close()
-        for verb, answer in server.answers:
+        for verb, path, answer in server.answers:
             assert b"internal error" not in answer.body, (verb, answer)
             if verb == "LOOKUP":  # its heading repeats the query
                 assert answer.meta["matches"] == "0", answer
-            else:
-                assert SECRET not in answer.body and SECRET.decode() not in str(answer.meta)
+                continue
+            said = wire.emit_response(answer).replace(path.lstrip("/").encode(), b"")  # as asked
+            assert [m for m in marks if m in said] == [], (verb, answer)
         assert picture(outside) == before
     logged = [r.getMessage() for r in caplog.records if r.name == "markproto.server.storage"]
     for name in refused:
