@@ -6,12 +6,13 @@ read; and what it costs in memory."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import tempfile
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import metadata, storefmt
@@ -26,6 +27,7 @@ from markproto.server.search.links import (
 )
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.storage.layout import version_parts
 from markproto.server.storage.store import Store, Version, Written
 
 DAY = datetime(2026, 1, 1, tzinfo=UTC)
@@ -254,13 +256,15 @@ async def _apply(content: Content, root: Path, op: Op) -> None:
     elif verb in ("disk-archive", "disk-unarchive") and current is not None:
         Store(root).set_archived(path, verb == "disk-archive")
         await content.rescan()
-    elif verb == "disk-remove" and current is not None:  # its pointer deleted: it is gone
+    elif verb == "disk-remove" and current is not None:  # deleted, history and all
         (root / path.lstrip("/")).unlink()
+        shutil.rmtree(root.joinpath(*version_parts(path)))
         await content.rescan()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
+@example([("publish", 0, 0, 0), ("disk-remove", 0, 0, 0), ("disk", 0, 0, 0)])
 def test_after_any_operations_the_index_equals_a_rebuild(ops: list[Op]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
