@@ -20,9 +20,6 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import yaml
 
 from markproto.protocol import mdoutline, metadata
 from markproto.protocol.gotext import SPACE, trim_space
@@ -34,8 +31,6 @@ log = logging.getLogger("markproto.protocol.document")
 
 FALLBACK_KEYS = ("tags", "title", "importance", "type")
 """The keys a document's own frontmatter may supply."""
-_LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
-"""A loader that keeps every scalar a string, as protocol metadata is."""
 _LINE_SPACE = re.escape(SPACE.replace("\n", ""))
 _H1_HERE = re.compile(f"[{_LINE_SPACE}]*# ")
 _H1 = re.compile(f"^[{_LINE_SPACE}]*# ", re.MULTILINE)
@@ -71,8 +66,12 @@ def title(path: str, meta: Mapping[str, str], facts: OwnFacts) -> str:
 
 
 def _fallbacks(block: str) -> dict[str, str]:
+    """The fallback keys of a frontmatter block, read with a loader that keeps every scalar a
+    string, as protocol metadata is (PyYAML is imported by the first block read)."""
+    import yaml
+
     try:
-        data = yaml.load(block, Loader=_LOADER)
+        data = yaml.load(block, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))
     except (yaml.YAMLError, RecursionError) as exc:
         log.debug("ignoring a document's malformed frontmatter: %s", exc)
         return {}

@@ -56,6 +56,8 @@ READ_FAILED: Final = "could not read request"
 RATE_LIMIT_EXCEEDED: Final = "rate limit exceeded"
 INTERNAL: Final = "internal error"
 """Any other fault, and a request past the request timeout (``server-error``)."""
+INDEX_BUILDING: Final = "the search index is still being built: try again shortly"
+"""A LOOKUP the startup build kept waiting too long (``server-error``)."""
 INSUFFICIENT_STORAGE: Final = "insufficient storage"
 NOT_WRITABLE: Final = "storage is not writable"
 

@@ -20,11 +20,14 @@ from typing import TextIO
 from markproto.protocol import status, wire
 from markproto.protocol.grants import Grants
 from markproto.protocol.url import format_authority
-from markproto.server import devcert, seed, tokens, transport
+from markproto.server import devcert, memory, seed, tokens, transport
 from markproto.server.config import ServerConfig, is_default_root, tokens_explicit
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.ratelimit import RateLimiter
+from markproto.server.responses import ResponseCache
+from markproto.server.search import saved
+from markproto.server.search.build import Build, save
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 
@@ -36,6 +39,8 @@ TOKEN_REFRESH_INTERVAL = 0.05
 SUMMARY_INTERVAL = 60.0
 """Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`)."""
 DRAIN_TIMEOUT = 10.0
+TRIM_INTERVAL = 2.0
+"""Seconds without a change after which the heaps are trimmed (after a run of writes)."""
 FIRST_TOKEN_LABEL = "owner"
 INTERRUPTED = 130
 """The exit status after Ctrl-C (128 + SIGINT), as a shell reports a program it interrupted."""
@@ -71,6 +76,9 @@ class App:
         self._cert: tuple[Path, Path] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._first_token_file: Path | None = None
+        self._lookup: Lookup | None = None
+        self._build: Build | None = None
+        self._trim_seen = self._trimmed = 0
         self._refreshed = -TOKEN_REFRESH_INTERVAL
 
     @property
@@ -111,23 +119,31 @@ class App:
         self._cert = self._certificate()
 
         started = time.monotonic()
+        size = memory.budget(config.memory_budget)
+        shares = memory.Shares.of(size)
+        memory.limit_arenas()  # before the first thread
+        log.info("memory budget", extra={"mib": size >> 20, "source": _budget_source(config)})
         lookup = Lookup()
-        loop = asyncio.get_running_loop()
-
-        def open_content() -> Content:
-            # The body index analyzes documents in worker processes during the one startup walk.
-            with lookup.bulk(workers=min(config.index_workers, os.cpu_count() or 1)):
-                return Content.open(config.root, [lookup])
-
-        self.content = await loop.run_in_executor(None, open_content)
+        lookup.begin_build()  # writes from now on are held until the build swaps its indexes in
+        self.content = await asyncio.get_running_loop().run_in_executor(
+            None, Content.open, config.root, (), shares.version_cache, shares.chain_verdicts
+        )
+        self.content.attach(lookup)
         documents = list(self.content.current_versions())
         log.info(
-            "lookup catalog built",
+            "content root read",
             extra={
-                "entries": sum(1 for doc in documents if not doc.archived),
                 "documents": len(documents),
+                "live": sum(1 for doc in documents if not doc.archived),
                 "seconds": round(time.monotonic() - started, 3),
             },
+        )
+        self._lookup = lookup
+        self._build = Build(
+            lookup,
+            self.content,
+            saved=saved_index_file(config),
+            workers=min(config.index_workers, os.cpu_count() or 1),
         )
         self._ctx = Context(
             content=self.content,
@@ -136,14 +152,15 @@ class App:
             read_only=config.read_only,
             refresh=self._refresh,
         )
-        limiter = RateLimiter(config.rate_limit, config.rate_burst)
+        limiter = RateLimiter(config.rate_limit, config.rate_burst, max_clients=shares.rate_clients)
         allow = None
         if limiter.enabled:
 
             def allow(ip: str) -> bool:
                 return limiter.allow(ip, time.monotonic())
 
-        dispatcher = self._dispatcher = Dispatcher(self._ctx, allow)
+        cache = ResponseCache(shares.response_cache)
+        dispatcher = self._dispatcher = Dispatcher(self._ctx, allow, cache)
         try:
             self.server = await transport.serve(
                 dispatcher.handle,
@@ -153,6 +170,7 @@ class App:
                 keyfile=self._cert[1],
                 responses=_responses(),
                 max_streams=config.max_streams,
+                max_buffered=shares.request_buffers,
                 request_timeout=config.request_timeout or None,
                 idle_timeout=config.idle_timeout,
             )
@@ -160,6 +178,8 @@ class App:
             raise StartError(listen_problem(config, exc)) from None
         except ValueError as exc:  # the TLS pair, replaced since check_paths read it
             raise StartError(f"TLS: {exc}") from None
+        self._tasks.append(asyncio.create_task(self._building(self._build)))
+        self._tasks.append(asyncio.create_task(self._every(TRIM_INTERVAL, self._trim_after_writes)))
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(
             asyncio.create_task(self._every(SUMMARY_INTERVAL, dispatcher.log_summary))
@@ -221,6 +241,23 @@ class App:
             log.info("generated a self-signed certificate", extra={"file": str(cert)})
         return cert, key
 
+    async def _building(self, build: Build) -> None:
+        try:
+            await build.run()
+        except Exception:
+            log.exception("building the lookup index failed: LOOKUP stays unavailable")
+        await _trim()
+
+    async def _trim_after_writes(self) -> None:
+        """Trim the heaps once a run of writes is over (no change for a whole interval)."""
+        if self.content is None:
+            return
+        changes = self.content.changes
+        if changes == self._trim_seen and changes != self._trimmed:
+            self._trimmed = changes
+            await _trim()
+        self._trim_seen = changes
+
     async def _every(self, seconds: float, job: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(seconds)
@@ -277,7 +314,10 @@ class App:
         await self.rescan()
 
     async def stop(self, timeout: float = DRAIN_TIMEOUT) -> bool:
-        """Stop accepting, let requests in progress finish (up to ``timeout``), then close."""
+        """Stop accepting, let requests in progress finish (up to ``timeout``), save the lookup
+        index if it changed, then close."""
+        if self._build is not None:
+            self._build.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -290,9 +330,36 @@ class App:
         if self._dispatcher is not None:
             self._dispatcher.log_summary()
         if self.content is not None:
+            self._save_index(self.content)
             self.content.close()
         log.info("server stopped")
         return drained
+
+    def _save_index(self, content: Content) -> None:
+        if self._lookup is None:
+            return
+        started = time.monotonic()
+        try:
+            wrote = save(self._lookup, content, saved_index_file(self.config))
+        except OSError as exc:
+            log.warning("lookup index not saved (the next start indexes again): %s", exc)
+            return
+        if wrote:
+            log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
+
+
+async def _trim() -> None:
+    await asyncio.get_running_loop().run_in_executor(None, memory.trim)
+
+
+def _budget_source(config: ServerConfig) -> str:
+    if config.memory_budget is not None:
+        return config.sources.get("memory_budget", "set")
+    return "cgroup memory.max" if memory.cgroup_limit() else "default"
+
+
+def saved_index_file(config: ServerConfig) -> Path:
+    return saved.file_for(config.state_dir, config.root)
 
 
 def listen_problem(config: ServerConfig, exc: OSError) -> str:

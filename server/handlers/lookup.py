@@ -8,14 +8,21 @@ counted, never shown).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from markproto.protocol import bodies, status, wire
 from markproto.protocol.paths import normalize_scope
 from markproto.server.handlers import Context, bad_request, not_found
-from markproto.server.search.service import BadQuery, parse_query
+from markproto.server.search.service import BadQuery, Lookup, Query, parse_query
 from markproto.server.storage.store import Version
 
+BUILD_WAIT = 5.0
+"""Seconds a LOOKUP waits for the index being built at startup before it is refused."""
 
-def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
+
+def handle(
+    request: wire.Request, path: str, ctx: Context
+) -> wire.Response | Awaitable[wire.Response]:
     meta = request.meta
     try:
         query = parse_query(meta)
@@ -26,13 +33,32 @@ def handle(request: wire.Request, path: str, ctx: Context) -> wire.Response:
         return not_found(scope)
     if ctx.lookup is None:
         return wire.error_response(status.Status.SERVER_ERROR, status.INTERNAL)
+    if not ctx.lookup.ready:
+        return _when_built(ctx.lookup, request, query, scope, ctx)
+    return _answer(ctx.lookup, request, query, scope, ctx)
+
+
+async def _when_built(
+    lookup: Lookup, request: wire.Request, query: Query, scope: str, ctx: Context
+) -> wire.Response:
+    """A LOOKUP during the startup build: answered once the index is whole, never from part
+    of it; refused if that takes longer than ``BUILD_WAIT``."""
+    if not await lookup.wait_built(BUILD_WAIT):
+        return wire.error_response(status.Status.SERVER_ERROR, status.INDEX_BUILDING)
+    return _answer(lookup, request, query, scope, ctx)
+
+
+def _answer(
+    lookup: Lookup, request: wire.Request, query: Query, scope: str, ctx: Context
+) -> wire.Response:
+    meta = request.meta
     token = meta.get("auth", "")
 
     def load(doc_path: str) -> Version | None:
         current = ctx.content.current(doc_path)
         return ctx.content.read(current) if current is not None else None
 
-    rows = ctx.lookup.answer(
+    rows = lookup.answer(
         query, scope, readable=lambda row_path: ctx.can_read(row_path, token), load=load
     )
     out = {"matches": str(len(rows))}

@@ -3,9 +3,11 @@
 This is the one door to stored state: handlers read and write through it and never around it
 (the store and the snapshot are its own). Every write runs on the single writer thread, and its
 result is applied to the snapshot and to every index on the event loop before the response goes
-out, so the next request on any connection sees it. Reads answer on the event loop from the
-snapshot and immutable version files, except verifying a hash chain, which reads a whole history
-and so runs on a reader thread.
+out, so the next request on any connection sees it. An index with work that needs no index (a
+body's analysis: a ``Prepared`` index) does that half on the writer thread too, given the version
+written and the one it replaces, so the event loop only settles the result. Reads answer on the
+event loop from the snapshot and immutable version files, except verifying a hash chain, which
+reads a whole history and so runs on a reader thread.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from markproto.server.storage import recovery
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
@@ -39,7 +41,7 @@ log = logging.getLogger("markproto.server.storage.content")
 T = TypeVar("T")
 
 VERDICTS = 4096
-"""Chain verdicts kept (a few dozen bytes each)."""
+"""Chain verdicts kept by default (about 150 bytes each; the server's is ``memory.Shares``)."""
 
 
 class Index(Protocol):
@@ -48,6 +50,24 @@ class Index(Protocol):
     def put(self, doc: Version) -> None: ...
 
     def remove(self, path: str) -> None: ...
+
+
+@runtime_checkable
+class Prepared(Protocol):
+    """An index whose change has a half that needs no index, done on the writer thread."""
+
+    def prepare(self, path: str, doc: Version | None, old: Version | None) -> object:
+        """Any thread: the change of ``path`` to ``doc`` (None: it leaves the live documents)
+        from ``old`` (the version the index may hold, None when there is none or it is
+        unknown)."""
+        ...
+
+    def settle(self, change: Any) -> None:
+        """The event loop: apply what ``prepare`` returned."""
+        ...
+
+
+Indexes = Iterable[Index | Prepared]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,21 +108,35 @@ class _VersionCache:
 class Content:
     """One content root, served."""
 
-    def __init__(self, store: Store, indexes: Iterable[Index] = (), cache_bytes: int = 32 << 20):
+    def __init__(
+        self,
+        store: Store,
+        indexes: Indexes = (),
+        cache_bytes: int = 32 << 20,
+        verdicts: int = VERDICTS,
+    ):
         self._store = store
         self._snapshot = Snapshot()
         self.indexes = list(indexes)
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
+        self._max_verdicts = verdicts
+        self.changes = 0
+        """Documents changed since the content was opened (writes and scans)."""
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-reader")
 
     @classmethod
     def open(
-        cls, root: Path, indexes: Iterable[Index] = (), cache_bytes: int = 32 << 20
+        cls,
+        root: Path,
+        indexes: Indexes = (),
+        cache_bytes: int = 32 << 20,
+        verdicts: int = VERDICTS,
     ) -> Content:
-        """Recover from interrupted writes, then build the snapshot and indexes in one walk."""
-        content = cls(Store(root), indexes, cache_bytes)
+        """Recover from interrupted writes, then build the snapshot and ``indexes`` in one walk
+        (an index built in the background instead is ``attach``-ed later)."""
+        content = cls(Store(root), indexes, cache_bytes, verdicts)
         recovery.recover(content._store.layout)
         for kind, path in content._store.layout.walk():
             if kind == "dir":
@@ -112,6 +146,15 @@ class Content:
             if version is not None:
                 content._apply(version)
         return content
+
+    @property
+    def root(self) -> Path:
+        return self._store.layout.root
+
+    def attach(self, index: Index | Prepared) -> None:
+        """Keep ``index`` current from now on; building it from the snapshot is its owner's
+        business (``current_versions``, ``load``)."""
+        self.indexes.append(index)
 
     def close(self) -> None:
         self._reader.shutdown(wait=True)
@@ -151,6 +194,15 @@ class Content:
             version = dataclasses.replace(version, archived=current.archived)
         return version
 
+    def load(self, current: CurrentVersion) -> Version | None:
+        """The current version in full, read from disk and not cached (any thread: a build
+        reads every body once)."""
+        try:
+            return self._store.load_file(current.path, current.file)
+        except Corrupt as exc:
+            log.error("not indexing a corrupt version file: %s", exc)
+            return None
+
     def read_version(self, path: str, number: int) -> Version | None:
         """An older (or the current) version; archived state does not matter here."""
         return self._store.load(path, number)
@@ -176,7 +228,7 @@ class Content:
         loop = asyncio.get_running_loop()
         verdict = await loop.run_in_executor(self._reader, self._store.chain_valid, history)
         self._verdicts[_history_key(history)] = verdict
-        if len(self._verdicts) > VERDICTS:
+        if len(self._verdicts) > self._max_verdicts:
             self._verdicts.popitem(last=False)
         return verdict
 
@@ -185,40 +237,79 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.publish, path, body, meta, expected)
-        if isinstance(outcome, Written):
-            self._apply(outcome.version)
-        return outcome
+        return await self._write(path, self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        outcome = await self._run(self._store.append, path, text, overlay, expected)
-        if isinstance(outcome, Written):
-            self._apply(outcome.version)
-        return outcome
+        return await self._write(path, self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        outcome = await self._run(self._store.set_archived, path, archived)
-        if isinstance(outcome, Version):
-            self._apply(outcome)
+        return await self._write(path, self._store.set_archived, path, archived)
+
+    async def _write(self, path: str, op: Callable[..., T], *args: object) -> T:
+        written: tuple[T, list[object]] = await self._run(self._writing, path, op, *args)
+        outcome, prepared = written
+        version = _written(outcome)
+        if version is not None:
+            self._apply(version, prepared)
         return outcome
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
-    def _apply(self, version: Version) -> None:
+    def _writing(self, path: str, op: Callable[..., T], *args: object) -> tuple[T, list[object]]:
+        """On the writer thread: the write, then each prepared index's half of the change."""
+        prepared = self._prepared()
+        old = self._load_logged(path) if prepared else None
+        outcome = op(*args)
+        version = _written(outcome)
+        if version is None or not prepared:
+            return outcome, []
+        known = self._snapshot.get(path)  # a dict read: safe here, perhaps a write behind
+        if known is not None and (known.file, known.archived) == (version.file, version.archived):
+            return outcome, [None] * len(prepared)  # nothing changed (a no-op write)
+        if isinstance(outcome, Written) and not outcome.created:
+            old = None  # changed behind the server's back: what the index holds is unknown
+        return outcome, self._prepare(path, version, old)
+
+    def _prepared(self) -> list[Prepared]:
+        return [index for index in self.indexes if isinstance(index, Prepared)]
+
+    def _prepare(self, path: str, version: Version | None, old: Version | None) -> list[object]:
+        """Each prepared index's half of ``path`` becoming ``version`` from ``old`` (archived
+        versions are in no index)."""
+        doc = version if version is not None and not version.archived else None
+        was = old if old is not None and not old.archived else None
+        return [index.prepare(path, doc, was) for index in self._prepared()]
+
+    def _apply(self, version: Version, prepared: list[object] | None = None) -> None:
+        """Make ``version`` current in the snapshot and every index (``prepared``: each
+        prepared index's half, done elsewhere; None: do it here)."""
+        self.changes += 1
         self._snapshot.put(CurrentVersion.of(version))
+        if prepared is None:
+            prepared = self._prepare(version.path, version, None)
+        changes = iter(prepared)
         for index in self.indexes:
-            if version.archived:
+            if isinstance(index, Prepared):
+                change = next(changes)
+                if change is not None:
+                    index.settle(change)
+            elif version.archived:
                 index.remove(version.path)
             else:
                 index.put(version)
 
-    def _forget(self, path: str) -> None:
+    def _forget(self, path: str, prepared: list[object]) -> None:
+        self.changes += 1
         self._snapshot.remove(path)
+        changes = iter(prepared)
         for index in self.indexes:
-            index.remove(path)
+            if isinstance(index, Prepared):
+                index.settle(next(changes))
+            else:
+                index.remove(path)
 
     def _load_logged(self, path: str) -> Version | None:
         try:
@@ -241,11 +332,11 @@ class Content:
 
     def _scan(
         self, known: Mapping[str, tuple[str, bool]]
-    ) -> tuple[dict[str, Version | None], set[str]]:
+    ) -> tuple[dict[str, tuple[Version | None, list[object]]], set[str]]:
         layout = self._store.layout
         seen: set[str] = set()
         dirs: set[str] = set()
-        changed: dict[str, Version | None] = {}
+        found: dict[str, Version | None] = {}
         for kind, path in layout.walk():
             if kind == "dir":
                 dirs.add(path)
@@ -254,33 +345,56 @@ class Content:
             pointer = layout.pointer(path)
             if pointer is None:
                 if path in known:
-                    changed[path] = None
+                    found[path] = None
                 continue
             if path in known and known[path][0] == pointer.file:
                 flag = layout.archive_flag(path)
                 archived = known[path][1]
                 if flag == archived or (flag is None and not archived):
                     continue
-            changed[path] = self._load_logged(path)
+            found[path] = self._load_logged(path)
         for path in known.keys() - seen:
-            changed[path] = None
+            found[path] = None
+        changed = {}
+        for path, version in found.items():
+            old = None
+            if path in known and self._prepared():
+                old = self._load_file_logged(path, known[path][0])
+                if old is not None and known[path][1]:
+                    old = dataclasses.replace(old, archived=True)
+            changed[path] = (version, self._prepare(path, version, old))
         return changed, dirs
 
-    def _apply_scan(self, changed: Mapping[str, Version | None], dirs: set[str]) -> Changes:
+    def _apply_scan(
+        self, changed: Mapping[str, tuple[Version | None, list[object]]], dirs: set[str]
+    ) -> Changes:
         for path in sorted(dirs):
             self._snapshot.add_dir(path)
         for path in self._snapshot.dirs():
             if path not in dirs:
                 self._snapshot.remove_dir(path)
         updated, removed = [], []
-        for path, version in changed.items():
+        for path, (version, prepared) in changed.items():
             if version is None:
-                self._forget(path)
+                self._forget(path, prepared)
                 removed.append(path)
             else:
-                self._apply(version)
+                self._apply(version, prepared)
                 updated.append(path)
         return Changes(tuple(updated), tuple(removed))
+
+    def _load_file_logged(self, path: str, file: str) -> Version | None:
+        try:
+            return self._store.load_file(path, file)
+        except Corrupt:
+            return None
+
+
+def _written(outcome: object) -> Version | None:
+    """The version a write made current, if it made one (a refusal makes none)."""
+    if isinstance(outcome, Written):
+        return outcome.version
+    return outcome if isinstance(outcome, Version) else None
 
 
 def _history_key(history: History) -> bytes:
