@@ -8,9 +8,11 @@ Everything a program needs is importable from here::
         result = (await client.fetch("mark://localhost/notes/quic.md")).raise_for_status()
 
 ``Client`` has one coroutine per verb and ``SyncClient`` the same verbs as blocking calls. They
-return ``Result`` values (``LookupResult`` for LOOKUP); every failure to get one raises a
-``MarkError`` (see ``markproto.client.errors`` for the tree). ``Pool``, ``Trust``, ``Tokens``,
-``TokenStore`` and ``Cache`` configure a ``Client`` by hand.
+return ``Result`` values (``LookupResult`` for LOOKUP, ``LinksResult`` for its links); every
+failure to get one raises a ``MarkError`` (see ``markproto.client.errors`` for the tree). WATCH is
+``Client.watch``, an async iterator of ``WatchEvent`` and ``Resync`` values that resumes from its
+``Cursor`` on its own, and ``Client.changes``, what changed since a cursor (``Changes``). ``Pool``,
+``Trust``, ``Tokens``, ``TokenStore`` and ``Cache`` configure a ``Client`` by hand.
 
 Names are loaded on first use, so importing this package costs next to nothing (the ``mark``
 CLI starts from it), and aioquic is imported only when a client first dials.
@@ -47,15 +49,23 @@ if TYPE_CHECKING:
     from markproto.client.errors import UnreadableResponse as UnreadableResponse
     from markproto.client.errors import Untrusted as Untrusted
     from markproto.client.errors import UsageError as UsageError
+    from markproto.client.results import LinksResult as LinksResult
     from markproto.client.results import LookupResult as LookupResult
     from markproto.client.results import Result as Result
     from markproto.client.sync import SyncClient as SyncClient
     from markproto.client.tokenstore import Tokens as Tokens
     from markproto.client.tokenstore import TokenStore as TokenStore
     from markproto.client.trust import Trust as Trust
+    from markproto.client.watch import Changes as Changes
+    from markproto.client.watch import Resync as Resync
+    from markproto.client.watch import Watch as Watch
+    from markproto.protocol.bodies import LinkDocument as LinkDocument
+    from markproto.protocol.bodies import LinkRow as LinkRow
     from markproto.protocol.bodies import LookupRow as LookupRow
     from markproto.protocol.status import Status as Status
     from markproto.protocol.url import MarkURL as MarkURL
+    from markproto.protocol.watch import Cursor as Cursor
+    from markproto.protocol.watch import WatchEvent as WatchEvent
 
 _ERRORS = [
     "MarkError",
@@ -84,7 +94,10 @@ _HOMES = {
     "SyncClient": "markproto.client.sync",
     "Result": "markproto.client.results",
     "LookupResult": "markproto.client.results",
+    "LinksResult": "markproto.client.results",
     "LookupRow": "markproto.protocol.bodies",
+    "LinkRow": "markproto.protocol.bodies",
+    "LinkDocument": "markproto.protocol.bodies",
     "MarkURL": "markproto.protocol.url",
     "Status": "markproto.protocol.status",
     "Pool": "markproto.client.connection",
@@ -92,6 +105,11 @@ _HOMES = {
     "Tokens": "markproto.client.tokenstore",
     "TokenStore": "markproto.client.tokenstore",
     "Cache": "markproto.client.cache",
+    "Watch": "markproto.client.watch",
+    "Resync": "markproto.client.watch",
+    "Changes": "markproto.client.watch",
+    "WatchEvent": "markproto.protocol.watch",
+    "Cursor": "markproto.protocol.watch",
     **dict.fromkeys(_ERRORS, "markproto.client.errors"),
 }
 """Where each public name is defined; ``__getattr__`` imports it from there when first used."""

@@ -14,9 +14,10 @@ left (``sent`` is false); once any byte may have reached the server its outcome 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from markproto.client import environment
 from markproto.client.cache import Cache, conditions
@@ -25,6 +26,7 @@ from markproto.client.errors import (
     AnchorNotFound,
     ConnectionLost,
     InvalidURL,
+    MarkError,
     OutcomeUnknown,
     RequestTimeout,
     StreamReset,
@@ -33,15 +35,20 @@ from markproto.client.errors import (
     UnreadableResponse,
     UsageError,
 )
-from markproto.client.results import LookupResult, Result
+from markproto.client.results import LinksResult, LookupResult, Result
 from markproto.client.tokenstore import Tokens, TokenStore, valid_token
 from markproto.client.trust import Trust
+from markproto.client.watch import STALL_TIMEOUT, Changes, Watch, changes
 from markproto.protocol import errors as protocol_errors
-from markproto.protocol.limits import LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
+from markproto.protocol.limits import LINK_DEPTH_MAX, LIST_PAGE_MAX, MANIFEST_PATH, MAX_BODY
 from markproto.protocol.metadata import CONTROL_KEYS, validate
 from markproto.protocol.status import Status
 from markproto.protocol.url import MarkURL, parse_url
+from markproto.protocol.watch import Cursor, InvalidWatchCursor
 from markproto.protocol.wire import Request, Response, emit_request, parse_response
+
+if TYPE_CHECKING:
+    from markproto.protocol.bodies import LinkDocument, LinkRow
 
 READ_ATTEMPTS = 3
 RETRY_DELAY = 0.1
@@ -237,6 +244,87 @@ class Client:
             result.status, result.meta, result.body, rows=rows, body_requested=match == "body"
         )
 
+    # changes
+
+    def watch(
+        self,
+        target: MarkURL | str,
+        *,
+        since: Cursor | str | None = None,
+        stall_timeout: float = STALL_TIMEOUT,
+        on_reconnect: Callable[[MarkError], None] | None = None,
+    ) -> Watch:
+        """Change hints for a document or a folder and everything below it, as an async
+        iterator of ``WatchEvent`` and ``Resync`` values; ``async with`` it to subscribe at once.
+        It resumes after ``since`` when given, reconnects and resumes on its own when a stream
+        ends (``on_reconnect`` hears why), and raises ``StatusError`` when the server refuses or
+        ends it for good."""
+        return Watch(
+            self,
+            self.url(target),
+            _cursor(since),
+            stall_timeout=stall_timeout,
+            on_reconnect=on_reconnect,
+        )
+
+    async def changes(
+        self, target: MarkURL | str, *, since: Cursor | str | None = None, limit: int = 1000
+    ) -> Changes:
+        """What changed under ``target`` after ``since`` (at most ``limit`` events), in one
+        short WATCH; without ``since`` no events, only the cursor to ask from later."""
+        if limit < 1:
+            raise UsageError("limit must be at least 1")
+        url = self.url(target)
+        quiet = self.pool.request_timeout
+        return await changes(self, url, _cursor(since), limit=limit, quiet=quiet)
+
+    async def links(
+        self,
+        target: MarkURL | str,
+        *,
+        direction: str | None = None,
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LinksResult:
+        """One page of the links around a document or a folder (SPEC §5.9): the links it holds
+        (``direction="outgoing"``), those that lead to it (``"incoming"``) or both (the
+        default), walked ``depth`` steps out (1-5). ``relations`` keeps only those kinds: a
+        relation's predicate, or ``""`` for the links in bodies. ``LinksResult.next_cursor``
+        continues; a server without links answers ``bad-request`` (``unsupported``)."""
+        if direction not in (None, "incoming", "outgoing", "both"):
+            raise UsageError(f"direction must be incoming, outgoing or both, got {direction!r}")
+        if depth is not None and not 1 <= depth <= LINK_DEPTH_MAX:
+            raise UsageError(f"depth must be from 1 to {LINK_DEPTH_MAX}")
+        if limit is not None and limit < 1:
+            raise UsageError("limit must be at least 1")
+        meta = {"match": "links"}
+        for key, value in (("direction", direction), ("depth", depth), ("limit", limit)):
+            if value is not None:
+                meta[key] = str(value)
+        if relations is not None:
+            meta["relations"] = ",".join(relations)
+        if cursor:
+            meta["cursor"] = cursor
+        url = self.url(target)
+        result = await self._read(replace(url, anchor=""), "LOOKUP", meta)
+        from markproto.protocol.bodies import parse_links  # only links parse this body
+
+        found: tuple[list[LinkRow], list[LinkDocument]] = ([], [])
+        try:
+            if result.status == Status.OK:
+                found = parse_links(result.body)
+        except protocol_errors.ProtocolError as exc:
+            raise _unreadable(url, exc) from exc
+        return LinksResult(
+            result.status,
+            result.meta,
+            result.body,
+            rows=tuple(found[0]),
+            documents=tuple(found[1]),
+        )
+
     # writes
 
     async def publish(
@@ -365,6 +453,15 @@ def _server(host: MarkURL | str | None) -> MarkURL | None:
         return parse_url("/", default_host=host)
     except protocol_errors.InvalidURL as exc:
         raise InvalidURL(str(exc)) from None
+
+
+def _cursor(since: Cursor | str | None) -> Cursor | None:
+    if since is None or isinstance(since, Cursor):
+        return since
+    try:
+        return Cursor.parse(since)
+    except InvalidWatchCursor:
+        raise UsageError(f"{since!r} is not a WATCH cursor (<epoch>:<seq>)") from None
 
 
 def _whole(url: MarkURL, verb: str) -> MarkURL:

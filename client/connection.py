@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from markproto.protocol.limits import MAX_RESPONSE
 from markproto.protocol.url import parse_authority
 
 if TYPE_CHECKING:
-    from markproto.client.quic import ClientProtocol
+    from markproto.client.quic import ClientProtocol, Exchange
 
 DIAL_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 10.0
@@ -128,6 +128,39 @@ class Pool:
                 raise RequestTimeout(message, sent=True) from None
         finally:
             conn.release(ex)
+
+    async def stream(
+        self,
+        authority: str,
+        data: bytes,
+        sink: Callable[[bytes], None],
+        *,
+        dial_timeout: float | None = None,
+    ) -> Streamed:
+        """Send one whole request whose response is long-lived (WATCH): its bytes go to ``sink``
+        as they arrive, with no request timeout and no size cap (the caller bounds both).
+        Returns once the stream is open; ``Streamed.ended`` says when and how it ended."""
+        authority = authority.lower()
+        dial_t = self.dial_timeout if dial_timeout is None else dial_timeout
+        conn = await self._connection(authority, dial_t)
+        ex = conn.submit(data, 0, sink)
+        try:
+            async with asyncio.timeout(None if ex.opened.done() else dial_t):
+                await ex.opened
+        except TimeoutError:
+            conn.release(ex)
+            self._evict(conn)
+            message = f"{authority}: unreachable (no stream granted within {dial_t:g} s)"
+            raise Unreachable(message) from None
+        except BaseException:
+            conn.release(ex)
+            raise
+        return Streamed(conn, ex)
+
+    @property
+    def closed(self) -> bool:
+        """`close` was called: no request will be sent any more."""
+        return self._closed
 
     async def close(self) -> None:
         """Close every connection at once (CONNECTION_CLOSE, no 3×PTO wait); pending requests fail
@@ -266,6 +299,23 @@ class Pool:
     def _forget(self, conn: ClientProtocol) -> None:
         if self._conns.get(conn.authority) is conn:
             del self._conns[conn.authority]
+
+
+class Streamed:
+    """A long-lived response arriving on its stream. ``ended`` resolves when the server ends the
+    stream, or raises the ``TransportError`` that cut it; ``close`` abandons it (the server is
+    asked to stop sending)."""
+
+    def __init__(self, conn: ClientProtocol, exchange: Exchange) -> None:
+        self._conn = conn
+        self._exchange = exchange
+
+    @property
+    def ended(self) -> asyncio.Future[bytes]:
+        return self._exchange.done
+
+    def close(self) -> None:
+        self._conn.release(self._exchange)
 
 
 @contextlib.contextmanager

@@ -87,6 +87,9 @@ class Exchange:
     done: asyncio.Future[bytes]
     sid: int = -1
     buffer: bytearray = field(default_factory=bytearray)
+    sink: Callable[[bytes], None] | None = None
+    """For a long-lived response (WATCH): takes the data as it arrives, instead of the buffer;
+    ``done`` then resolves with nothing at the stream's end."""
 
 
 class ClientProtocol(QuicConnectionProtocol):
@@ -126,8 +129,10 @@ class ClientProtocol(QuicConnectionProtocol):
         """The DER of the peer's certificate, also after a handshake that rejected it."""
         return quicadapter.peer_certificate(self.quic)
 
-    def submit(self, data: bytes, limit: int) -> Exchange:
-        ex = Exchange(data, limit, self.loop.create_future(), self.loop.create_future())
+    def submit(
+        self, data: bytes, limit: int, sink: Callable[[bytes], None] | None = None
+    ) -> Exchange:
+        ex = Exchange(data, limit, self.loop.create_future(), self.loop.create_future(), sink=sink)
         if self._dead is not None:
             ex.opened.set_exception(self._lost(sent=False))
         else:
@@ -184,6 +189,12 @@ class ClientProtocol(QuicConnectionProtocol):
         if isinstance(event, StreamDataReceived):
             ex = self._streams.get(event.stream_id)
             if ex is None:
+                return
+            if ex.sink is not None:
+                if event.data:
+                    ex.sink(event.data)
+                if event.end_stream and self._streams.pop(event.stream_id, None) is not None:
+                    _settle(ex.done, b"")
                 return
             ex.buffer += event.data
             if len(ex.buffer) > ex.limit:

@@ -10,7 +10,7 @@ from markproto.protocol.metadata import RESERVED_KEYS
 from markproto.protocol.status import SUCCESS, Status
 
 if TYPE_CHECKING:
-    from markproto.protocol.bodies import LookupRow
+    from markproto.protocol.bodies import LinkDocument, LinkRow, LookupRow
 
 MAX_MESSAGE = 500
 """Characters of a refusal's message: enough for any fixed message, bounded for a hostile one."""
@@ -79,6 +79,33 @@ class LookupResult(Result):
         empty table then says nothing about whether section text mentions the query."""
         return self.status == Status.OK and self.body_requested and self.meta.get("match") != "body"
 
+
+@dataclass(frozen=True, slots=True)
+class LinksResult(Result):
+    """A ``match: links`` answer (SPEC §5.9) with its tables parsed: one page of links and the
+    documents they name."""
+
+    rows: tuple[LinkRow, ...] = ()
+    documents: tuple[LinkDocument, ...] = ()
+
+    @property
+    def total(self) -> int:
+        """Links in the whole answer, every page."""
+        value = self.meta.get("total", "")
+        return int(value) if value.isascii() and value.isdigit() else len(self.rows)
+
+    @property
+    def unsupported(self) -> bool:
+        """The server does not answer links: it refused ``match: links`` as an unknown mode
+        (the reference's server, or one older than the extension)."""
+        return self.status == Status.BAD_REQUEST and 'got "links"' in self.message
+
+
+LINKS_UNSUPPORTED = (
+    "the server does not answer links (LOOKUP match: links, a markproto extension): it is the "
+    "reference's or an older one"
+)
+"""What a face says when ``LinksResult.unsupported`` is true."""
 
 CATALOG_FALLBACK_NOTE = (
     "server answered from the catalog (no body match); an empty table is not evidence of absence"

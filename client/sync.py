@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from markproto.client.client import Client
-from markproto.client.errors import UsageError
-from markproto.client.results import LookupResult, Result
+from markproto.client.errors import MarkError, UsageError
+from markproto.client.results import LinksResult, LookupResult, Result
+from markproto.client.watch import STALL_TIMEOUT, Changes, Notice, Watch
 from markproto.protocol.url import MarkURL
+from markproto.protocol.watch import Cursor
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -105,6 +107,28 @@ class SyncClient:
     def versions(self, target: MarkURL | str) -> Result:
         return self._run(self.client.versions(target))
 
+    @_doc_of(Client.links)
+    def links(
+        self,
+        target: MarkURL | str,
+        *,
+        direction: str | None = None,
+        relations: Sequence[str] | None = None,
+        depth: int | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> LinksResult:
+        return self._run(
+            self.client.links(
+                target,
+                direction=direction,
+                relations=relations,
+                depth=depth,
+                limit=limit,
+                cursor=cursor,
+            )
+        )
+
     @_doc_of(Client.lookup)
     def lookup(
         self,
@@ -147,6 +171,28 @@ class SyncClient:
     def archive(self, target: MarkURL | str) -> Result:
         return self._run(self.client.archive(target))
 
+    def watch(
+        self,
+        target: MarkURL | str,
+        *,
+        since: Cursor | str | None = None,
+        stall_timeout: float = STALL_TIMEOUT,
+        on_reconnect: Callable[[MarkError], None] | None = None,
+    ) -> SyncWatch:
+        """Change hints for a document or a folder and everything below it, as a blocking
+        iterator of ``WatchEvent`` and ``Resync`` values (``Client.watch``, which see). Use it
+        as a context manager (which subscribes at once), or ``start`` and ``close`` it."""
+        watch = self.client.watch(
+            target, since=since, stall_timeout=stall_timeout, on_reconnect=on_reconnect
+        )
+        return SyncWatch(self, watch)
+
+    @_doc_of(Client.changes)
+    def changes(
+        self, target: MarkURL | str, *, since: Cursor | str | None = None, limit: int = 1000
+    ) -> Changes:
+        return self._run(self.client.changes(target, since=since, limit=limit))
+
     # private
 
     def _run(self, job: Coroutine[Any, Any, T]) -> T:
@@ -173,3 +219,40 @@ class SyncClient:
         await asyncio.gather(*rest, return_exceptions=True)
         await self._loop.shutdown_asyncgens()
         await self._loop.shutdown_default_executor()
+
+
+class SyncWatch:
+    """A ``Watch`` iterated from blocking code; each step runs on the ``SyncClient``'s loop."""
+
+    def __init__(self, owner: SyncClient, watch: Watch) -> None:
+        self._owner = owner
+        self.watch = watch
+
+    @property
+    def cursor(self) -> Cursor | None:
+        """Where to resume: after the last notice taken."""
+        return self.watch.cursor
+
+    def __iter__(self) -> Iterator[Notice]:
+        return self
+
+    def __next__(self) -> Notice:
+        try:
+            return self._owner._run(self.watch.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def __enter__(self) -> SyncWatch:
+        return self.start()
+
+    def start(self) -> SyncWatch:
+        """Subscribe now (entering ``with`` does this): every change from here on is seen."""
+        self._owner._run(self.watch.start())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._owner._closed:
+            self._owner._run(self.watch.aclose())

@@ -253,3 +253,151 @@ def _parse_row(line: str, body_mode: bool) -> LookupRow:
     if _row_line(row, body_mode) != line:
         raise MalformedResponse(f"not a LOOKUP row: {line!r}")
     return row
+
+
+# --- LOOKUP match: links ----------------------------------------------------------------------
+
+_LINKS_HEADING = "# Links of "
+_LINKS_HEADER = [
+    "| Source | Line | Target | Raw | Kind | Relation | State | Label |",
+    "|--------|------|--------|-----|------|----------|-------|-------|",
+]
+_DOCUMENTS_TITLE = "## Documents"
+_DOCUMENTS_HEADER = ["| Path | Title | Depth |", "|------|-------|-------|"]
+LINK_KINDS = ("internal", "external", "relation")
+LINK_STATES = ("ok", "missing", "missing-anchor", "external")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRow:
+    """One link of a ``match: links`` answer (SPEC §5.9): its source document and section, its
+    line there, where it leads (a document path and anchor, or for state ``external`` a URL),
+    its target as written, its kind, a relation's predicate, its state and its label."""
+
+    source: str
+    section: str
+    line: int
+    target: str
+    anchor: str
+    raw: str
+    kind: str
+    predicate: str
+    state: str
+    label: str
+
+    @property
+    def external(self) -> bool:
+        return self.state == "external"
+
+    @property
+    def broken(self) -> bool:
+        return self.state in ("missing", "missing-anchor")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkDocument:
+    """A document a ``match: links`` page names: its title, and how many steps from where
+    the walk started (0 for the document or folder asked about)."""
+
+    path: str
+    title: str
+    depth: int
+
+
+def _place(path: str, anchor: str) -> str:
+    return escape_cell(path) + (f"#{escape_cell(anchor)}" if anchor else "")
+
+
+def link_line(row: LinkRow) -> str:
+    target = escape_cell(row.target) if row.external else _place(row.target, row.anchor)
+    cells = [
+        _place(row.source, row.section),
+        str(row.line),
+        target,
+        escape_cell(row.raw),
+        row.kind,
+        escape_cell(row.predicate),
+        row.state,
+        escape_cell(row.label),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _document_line(document: LinkDocument) -> str:
+    return f"| {escape_cell(document.path)} | {escape_cell(document.title)} | {document.depth} |"
+
+
+def render_links(subject: str, rows: Sequence[LinkRow], documents: Sequence[LinkDocument]) -> bytes:
+    """The body of a ``match: links`` answer: the links table, then the documents it names."""
+    lines = [f"\n{_LINKS_HEADING}{escape(subject)}\n", *_LINKS_HEADER]
+    lines += (link_line(row) for row in rows)
+    lines += ["", _DOCUMENTS_TITLE, "", *_DOCUMENTS_HEADER]
+    lines += (_document_line(document) for document in documents)
+    return _encode("\n".join(lines) + "\n")
+
+
+def parse_links(body: bytes) -> tuple[list[LinkRow], list[LinkDocument]]:
+    """The rows and documents of a ``match: links`` body."""
+    lines = _after_blank(_lines(body, _LINKS_HEADING)[1])
+    if lines[:2] != _LINKS_HEADER:
+        raise MalformedResponse("links body has no table header")
+    try:
+        split = lines.index("", 2)
+    except ValueError:
+        raise MalformedResponse("links body has no documents table") from None
+    if lines[split : split + 5] != ["", _DOCUMENTS_TITLE, "", *_DOCUMENTS_HEADER]:
+        raise MalformedResponse("links body has no documents table")
+    rows = [_parse_link(line) for line in lines[2:split]]
+    documents = [_parse_document(line) for line in lines[split + 5 :]]
+    return rows, documents
+
+
+def _cells(line: str, count: int, what: str) -> list[str]:
+    cells = _CELL.findall(line) if _ROW.fullmatch(line) else []
+    if len(cells) != count:
+        raise MalformedResponse(f"not a {what} row: {line!r}")
+    return cells
+
+
+def _split_place(cell: str, line: str) -> tuple[str, str]:
+    found = _LOCATION.fullmatch(cell)
+    if found is None:
+        raise MalformedResponse(f"not a links row: {line!r}")
+    return unescape(found[1]), unescape(found[2] or "")
+
+
+def _parse_link(line: str) -> LinkRow:
+    cells = _cells(line, 8, "links")
+    source, section = _split_place(cells[0], line)
+    state = cells[6]
+    if state == "external":
+        target, anchor = unescape(cells[2]), ""
+    else:
+        target, anchor = _split_place(cells[2], line)
+    if not cells[1].isascii() or not cells[1].isdigit():
+        raise MalformedResponse(f"not a links row: {line!r}")
+    row = LinkRow(
+        source,
+        section,
+        int(cells[1]),
+        target,
+        anchor,
+        unescape(cells[3]),
+        cells[4],
+        unescape(cells[5]),
+        state,
+        unescape(cells[7]),
+    )
+    if link_line(row) != line:
+        raise MalformedResponse(f"not a links row: {line!r}")
+    return row
+
+
+def _parse_document(line: str) -> LinkDocument:
+    cells = _cells(line, 3, "documents")
+    if not cells[2].isascii() or not cells[2].isdigit():
+        raise MalformedResponse(f"not a documents row: {line!r}")
+    document = LinkDocument(unescape(cells[0]), unescape(cells[1]), int(cells[2]))
+    if _document_line(document) != line:
+        raise MalformedResponse(f"not a documents row: {line!r}")
+    return document

@@ -29,6 +29,13 @@ MAX_META_BYTES: Final = 1024
 LIST_PAGE_MAX: Final = 1000
 LOOKUP_DEFAULT_LIMIT: Final = 10
 LOOKUP_MAX: Final = 1000
+LINKS_DEFAULT_LIMIT: Final = 100
+"""Rows of a ``match: links`` page when the request sets no ``limit`` (at most LOOKUP_MAX)."""
+LINK_DEPTH_MAX: Final = 5
+"""Steps a ``match: links`` walk takes at most (``depth``)."""
+LINK_NODES_MAX: Final = 1000
+"""Documents a ``match: links`` walk reaches at most; the links of those past it are not
+followed."""
 LOOKUP_MAX_TERMS: Final = 32
 LOOKUP_MIN_QUERY_RUNES: Final = 2
 SNIPPET_MAX: Final = 240

@@ -30,6 +30,8 @@ __all__ = [
     "OwnSpan",
     "anchor",
     "anchor_suffixes",
+    "find_anchor",
+    "heading_id",
     "headings",
     "iter_own_sections",
     "iter_own_spans",
@@ -278,15 +280,38 @@ def headings(body: str) -> list[Heading]:
 
 
 def section(body: str, anchor: str) -> str | None:
-    """The subtree of the heading an anchor names (§9), or ``None``: the first whose anchor
-    equals it case-insensitively, else the first whose anchor is its slug (raw heading text)."""
-    wanted = trim_space(anchor).removeprefix("#")
+    """The subtree of the heading an anchor names (§9.3, ``find_anchor``), or ``None``."""
     found = _headings(body)
-    match = next((h for h in found if equal_fold(h.anchor, wanted)), None)
-    if match is None:
-        slugged = slug(wanted)
-        match = next((h for h in found if h.anchor == slugged), None)
-    return None if match is None else body[match.start : match.end]
+    match = find_anchor(anchor, [h.anchor for h in found], [h.text for h in found])
+    return None if match is None else body[found[match].start : found[match].end]
+
+
+def find_anchor(wanted: str, anchors: Sequence[str], texts: Sequence[str]) -> int | None:
+    """Which heading an anchor names (§9.3), given each heading's anchor and text: the first
+    whose anchor equals it case-insensitively, else the first whose anchor is its slug (raw
+    heading text), else the first whose own id (``heading_id``) equals it case-insensitively."""
+    wanted = trim_space(wanted).removeprefix("#")
+    for index, anchor in enumerate(anchors):
+        if equal_fold(anchor, wanted):
+            return index
+    slugged = slug(wanted)
+    for index, anchor in enumerate(anchors):
+        if anchor == slugged:
+            return index
+    for index, text in enumerate(texts):
+        if "{" in text and equal_fold(heading_id(text), wanted):
+            return index
+    return None
+
+
+_HEADING_ID = re.compile(r"\{[ \t]*#([^\s{}#]+)(?:[ \t][^{}]*)?\}[ \t]*\Z")
+
+
+def heading_id(text: str) -> str:
+    """The id a heading gives itself with an attribute list at its end, as MkDocs and Pandoc
+    write one (``## Install { #install }``), or ""."""
+    found = _HEADING_ID.search(text)
+    return found.group(1) if found is not None else ""
 
 
 def outline(body: str) -> str:

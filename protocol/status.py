@@ -4,8 +4,7 @@ Every message a server response carries is spelled here once, constants for the 
 function for each that names a path, key or value, so that no reply drifts from the reference's
 wording by a retyped character. The rule modules (metadata, cursor, paths) and the server raise or
 answer with these. A quoted argument is already quoted the way Go's ``%q`` writes it
-(`metadata.go_quote`). ``resync`` and ``closing`` belong to WATCH, which this project does not
-serve, so they are not members.
+(`metadata.go_quote`). ``resync`` and ``closing`` end WATCH streams only.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from enum import StrEnum
 from typing import Final
 
 from markproto.protocol.limits import (
+    LINK_DEPTH_MAX,
     LIST_PAGE_MAX,
     LOOKUP_MAX_TERMS,
     LOOKUP_MIN_QUERY_RUNES,
@@ -36,6 +36,10 @@ class Status(StrEnum):
     BAD_REQUEST = "bad-request"
     SERVER_ERROR = "server-error"
     RATE_LIMITED = "rate-limited"
+    RESYNC = "resync"
+    """WATCH only: the subscriber must rebuild (it was lapped, or its cursor is not resumable)."""
+    CLOSING = "closing"
+    """WATCH only: the server is draining."""
 
 
 SUCCESS: Final[frozenset[str]] = frozenset({Status.OK, Status.CREATED, Status.NOT_MODIFIED})
@@ -113,6 +117,24 @@ def too_many_terms(terms: int) -> str:
 
 def unknown_match(quoted_mode: str) -> str:
     return f'match must be "catalog" or "body", got {quoted_mode}'
+
+
+# -- WATCH (§5.8) ----------------------------------------------------------------------------------
+
+INVALID_SINCE: Final = "invalid since cursor"
+WATCHES_PER_CONNECTION: Final = "too many subscriptions on this connection"
+WATCHES_IN_ALL: Final = "too many subscriptions on this server"
+# -- LOOKUP match: links (§5.9, a markproto extension) ------------------------------------------
+
+BAD_RELATIONS: Final = (
+    "relations must be a comma list of at most 32 predicates ([a-z0-9-], empty for body links)"
+)
+BAD_DEPTH: Final = f"depth must be an integer from 1 to {LINK_DEPTH_MAX}"
+BAD_LINKS_CURSOR: Final = "invalid links cursor"
+
+
+def bad_direction(quoted_value: str) -> str:
+    return f'direction must be "incoming", "outgoing" or "both", got {quoted_value}'
 
 
 # -- writes (§5.4-5.6) -----------------------------------------------------------------------------

@@ -35,8 +35,10 @@ from markproto.protocol.limits import (
 )
 from markproto.protocol.status import title
 
-VERBS: Final = frozenset({"FETCH", "LIST", "VERSIONS", "PUBLISH", "ARCHIVE", "APPEND", "LOOKUP"})
-"""The verbs this project parses. WATCH is not served, so it is malformed like any unknown verb."""
+VERBS: Final = frozenset(
+    {"FETCH", "LIST", "VERSIONS", "PUBLISH", "ARCHIVE", "APPEND", "LOOKUP", "WATCH"}
+)
+"""The verbs this project parses; any other is malformed."""
 
 _VERB_BY_BYTES = {verb.encode(): verb for verb in VERBS}
 _FENCE = b"---\n"

@@ -30,6 +30,7 @@ from markproto.server.search import saved
 from markproto.server.search.build import Build, save
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.watch import Hub
 
 log = logging.getLogger("markproto.server")
 
@@ -73,6 +74,7 @@ class App:
         self._tokens: tokens.TokenFile | None = None
         self._ctx: Context | None = None
         self._dispatcher: Dispatcher | None = None
+        self.watch: Hub | None = None
         self._cert: tuple[Path, Path] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._first_token_file: Path | None = None
@@ -97,7 +99,7 @@ class App:
             config.root.mkdir(parents=True)
         try:
             if first_run:
-                created = seed.seed(config.root)
+                created = seed.seed(config.root, watch=config.watch_limit > 0)
                 log.info("created a new content root", extra={"root": str(config.root)})
                 log.debug("seeded %s", ", ".join(created))
             first_token = self._load_tokens(first_run)
@@ -152,6 +154,15 @@ class App:
             read_only=config.read_only,
             refresh=self._refresh,
         )
+        if config.watch_limit > 0:
+            hub = self.watch = self._ctx.watch = Hub(
+                self._ctx,
+                limit=config.watch_limit,
+                per_connection=config.watch_connection_limit,
+                heartbeat=config.watch_heartbeat,
+                log_size=config.watch_log,
+            )
+            self.content.observers.append(hub.record)
         limiter = RateLimiter(config.rate_limit, config.rate_burst, max_clients=shares.rate_clients)
         allow = None
         if limiter.enabled:
@@ -178,6 +189,10 @@ class App:
             raise StartError(listen_problem(config, exc)) from None
         except ValueError as exc:  # the TLS pair, replaced since check_paths read it
             raise StartError(f"TLS: {exc}") from None
+        if self.watch is not None:
+            self.watch.start()  # its heartbeat timer, once there is a server to beat for
+        names = devcert.names(self._cert[0].read_bytes())
+        lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
         self._tasks.append(asyncio.create_task(self._building(self._build)))
         self._tasks.append(asyncio.create_task(self._every(TRIM_INTERVAL, self._trim_after_writes)))
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
@@ -325,6 +340,8 @@ class App:
                 await task
         self._tasks.clear()
         drained = True
+        if self.watch is not None:
+            self.watch.close()  # every subscription gets `closing` before the drain waits on it
         if self.server is not None:
             drained = await self.server.drain(timeout)
         if self._dispatcher is not None:

@@ -61,6 +61,14 @@ class ServerConfig:
     memory_budget: int | None = None
     """Bytes the server is sized for (``memory.Shares``: every cache's bound); None: the
     cgroup's memory limit, else 384 MiB."""
+    watch_limit: int = 4096
+    """WATCH subscriptions open at once in all; 0 turns WATCH off (answered as unsupported)."""
+    watch_connection_limit: int = 16
+    """WATCH subscriptions open at once on one connection (each holds one of its streams)."""
+    watch_heartbeat: float = 20.0
+    """Seconds of silence on a WATCH stream before a heartbeat."""
+    watch_log: int = 4096
+    """Changes kept for WATCH subscribers to resume from."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -254,6 +262,14 @@ _SETTINGS: dict[str, _Setting] = {
         "Memory the server is sized for (cache bounds); default: the cgroup limit, else 384M.",
         "SIZE",
     ),
+    "watch_limit": _Setting(_at_least(_int, 0), "WATCH subscriptions in all; 0: WATCH off."),
+    "watch_connection_limit": _Setting(_at_least(_int, 1), "WATCH subscriptions per connection."),
+    "watch_heartbeat": _Setting(
+        _at_least(_seconds, 0, above=True),
+        "Silence on a WATCH stream before a heartbeat.",
+        "SECONDS",
+    ),
+    "watch_log": _Setting(_at_least(_int, 1), "Changes kept for WATCH subscribers to resume."),
 }
 
 

@@ -30,6 +30,18 @@ def fingerprint(cert_pem: bytes) -> str:
     return digests.fingerprint(der)
 
 
+def names(cert_pem: bytes) -> list[str]:
+    """The names a certificate is valid for (its DNS and IP subject alternative names): the
+    hosts a ``mark://`` URL of this server names."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    found = [name.lower() for name in sans.get_values_for_type(x509.DNSName)]
+    return found + [str(address) for address in sans.get_values_for_type(x509.IPAddress)]
+
+
 def generate(hostnames: list[str] | None = None) -> tuple[bytes, bytes]:
     """Return ``(cert_pem, key_pem)`` for a self-signed ECDSA P-256 leaf certificate.
 

@@ -4,7 +4,9 @@ Rate limit, parse, the raw ``..`` check, canonicalization, ``FETCH /health``, th
 the verb's handler, whose answer is a value (handlers/__init__); this module turns it into bytes,
 through the one response cache for current versions (`responses.ResponseCache`). Reads answer
 synchronously from the snapshot (no task, no executor); writes, and a VERSIONS that must verify a
-chain, return an awaitable that finishes on a storage thread. What a handler raises is a fault:
+chain, return an awaitable that finishes on a storage thread; a WATCH that passes its checks
+returns its subscription, which the transport starts on the stream. What a handler raises is a
+fault:
 ``server-error`` with a message an operator can act on for a disk that refused a write, else
 ``internal error``, with the traceback in the log and never on the wire.
 
@@ -43,9 +45,11 @@ from markproto.server.handlers import (
     not_found,
     publish,
     versions,
+    watch,
 )
 from markproto.server.logsetup import log_request, request_log
 from markproto.server.responses import ResponseCache, document
+from markproto.server.streaming import LongResponse
 from markproto.server.transport import Peer
 
 log = logging.getLogger("markproto.server.dispatch")
@@ -93,10 +97,10 @@ class Dispatcher:
         self._served: Counter[str] = Counter()
         self._slowest = 0.0
 
-    def handle(self, data: bytes, peer: Peer) -> bytes | Awaitable[bytes]:
+    def handle(self, data: bytes, peer: Peer) -> bytes | Awaitable[bytes] | LongResponse:
         started = time.perf_counter()
         verb = path = ""
-        reply: Reply
+        reply: Reply | LongResponse
         if self._allow is not None and not self._allow(peer.host):
             reply = wire.error_response(st.Status.RATE_LIMITED, st.RATE_LIMIT_EXCEEDED)
         else:
@@ -114,25 +118,32 @@ class Dispatcher:
                 path, reply = self._route(request)
         if isinstance(reply, _VALUES):
             return self._emit(reply, verb, path, started, peer.host)
+        if isinstance(reply, LongResponse):
+            log_request(verb, path, st.Status.OK, (time.perf_counter() - started) * 1000, peer.host)
+            return reply
         return self._later(reply, verb, path, started, peer.host)
 
-    def respond(self, request: wire.Request) -> wire.Response | Awaitable[wire.Response]:
+    def respond(
+        self, request: wire.Request
+    ) -> wire.Response | Awaitable[wire.Response] | LongResponse:
         """Steps 2-7 of the pipeline (everything after the rate limit and the parser), as the
         response value it produces."""
         reply = self._route(request)[1]
         return document(reply.version) if isinstance(reply, CurrentDocument) else reply
 
-    def _route(self, request: wire.Request) -> tuple[str, Reply]:
+    def _route(self, request: wire.Request) -> tuple[str, Reply | LongResponse]:
         """The reply, and the path it is logged under (the raw path when ``..`` refused it)."""
         if paths.has_dotdot(request.path):
             return request.path, not_found(request.path)
         path = paths.clean(request.path)
         return path, self._verb(request, path)
 
-    def _verb(self, request: wire.Request, path: str) -> Reply:
+    def _verb(self, request: wire.Request, path: str) -> Reply | LongResponse:
         verb = request.verb
         if verb == "FETCH" and path == HEALTH_PATH:
             return _HEALTH
+        if verb == "WATCH":
+            return watch.handle(request, path, self.ctx)
         read = _READS.get(verb)
         if read is not None:
             try:

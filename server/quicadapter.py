@@ -10,6 +10,8 @@ there, not in production.
   re-grants a stream (MAX_STREAMS) each time one finishes.
 - ``QuicConnection._streams``: the stream table, to know that every answer was acknowledged
   before a drain closes the connection.
+- ``QuicStreamSender._buffer``: a stream's bytes sent and not yet acknowledged, so a long-lived
+  response (WATCH) to a slow reader waits instead of buffering without end.
 - ``QuicConnectionProtocol._quic``, ``._loop``, ``._transmit_soon``: the connection, the loop and
   the batched transmit every subclass uses.
 - ``QuicConnectionProtocol._timer``, ``._transmit_task``: cancelled on a close at once, so no
@@ -58,6 +60,11 @@ class Connection(QuicConnectionProtocol):
     def acknowledged(self) -> bool:
         """Every stream's sending side is finished: each answer sent was acknowledged."""
         return all(stream.sender.is_finished for stream in self._quic._streams.values())
+
+    def backlog(self, stream_id: int) -> int:
+        """Bytes queued on a stream and not yet acknowledged by the peer (0 for a stream gone)."""
+        stream = self._quic._streams.get(stream_id)
+        return 0 if stream is None else len(stream.sender._buffer)
 
     @property
     def unacknowledged(self) -> int:

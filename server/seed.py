@@ -32,6 +32,12 @@ Every write needs a publish token (the server printed one at its first start):
 
 Every version is kept: `mark versions mark://localhost/hello.md` lists them, and the chain of hashes
 shows that none was changed after the fact.
+
+## Watching
+
+    mark watch mark://localhost/
+
+prints one line for every change as it happens, and resumes where it left off.
 """
 
 MANIFEST = """\
@@ -49,21 +55,28 @@ the one before it by its hash.
 ## Capabilities
 
 - lookup-match: catalog, body
-
+- lookup-links: direction incoming|outgoing|both, relations, depth 1-5, limit, cursor
+{watch}
 ## Guidelines
 
 Use LOOKUP with `match: body` and a small limit to find the section that answers a question, then
-fetch that `path#anchor` instead of whole documents.
+fetch that `path#anchor` instead of whole documents. LOOKUP with `match: links` on a document
+lists its links and what links to it (`mark links`, `mark backlinks`, `mark graph`).
 """
 
-SEED = {"/index.md": (WELCOME, {"title": "Welcome"}), MANIFEST_PATH: (MANIFEST, {})}
+WATCH_CAPABILITY = "- watch\n"
+"""The manifest line that says WATCH is served (advisory, like every manifest line: a server
+without WATCH answers it ``bad-request``)."""
 
 
-def seed(root: Path) -> list[str]:
-    """Publish the first-run documents into ``root`` where they are missing; return their paths."""
+def seed(root: Path, *, watch: bool = True) -> list[str]:
+    """Publish the first-run documents into ``root`` where they are missing; return their paths.
+    The manifest lists ``watch`` under its capabilities when the server serves WATCH."""
     store = Store(root)
     created = []
-    for path, (body, meta) in SEED.items():
+    manifest = MANIFEST.format(watch=WATCH_CAPABILITY if watch else "")
+    documents = {"/index.md": (WELCOME, {"title": "Welcome"}), MANIFEST_PATH: (manifest, {})}
+    for path, (body, meta) in documents.items():
         if store.layout.pointer(path) is None:
             store.publish(path, body.encode(), metadata.with_type_default(path, meta), expected=0)
             created.append(path)

@@ -6,6 +6,11 @@ hangs on a reset. This module only translates: aioquic's events into calls on ea
 back into aioquic calls and handler tasks. It owns bytes only and never parses the protocol; the
 fixed answers it gives on its own (`Responses`) are rendered by the app, which does. aioquic's
 private attributes are reached through `quicadapter` alone.
+
+A handler may also answer with a `streaming.LongResponse` (WATCH): the stream then belongs to
+that response, through a `Sink`, until it finishes it. Such a stream is kept apart from the
+request streams: it is no request in progress, so request timeouts and request scheduling never
+see it.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from markproto.protocol import limits
 from markproto.server import quicadapter
+from markproto.server.streaming import LongResponse, Sink
 from markproto.server.streams import (
     Budget,
     Cancel,
@@ -77,7 +83,7 @@ class Peer(NamedTuple):
         return cls(host, addr[1])
 
 
-Handler = Callable[[bytes, Peer], bytes | Awaitable[bytes]]
+Handler = Callable[[bytes, Peer], bytes | Awaitable[bytes] | LongResponse]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +111,8 @@ class Usage:
     """Refused or reset streams whose remaining bytes are being dropped."""
     unacknowledged: int
     """Streams aioquic still holds: answers not yet acknowledged, streams still open."""
+    streaming: int = 0
+    """Long-lived responses (WATCH streams) still open."""
 
 
 class MarkConnection(quicadapter.Connection):
@@ -127,6 +135,8 @@ class MarkConnection(quicadapter.Connection):
         self._streams = streams
         self._on_close = on_close
         self._tasks: dict[int, asyncio.Future[bytes]] = {}
+        self._long: dict[int, LongResponse] = {}
+        self._waking: set[int] = set()
         self._addr: NetworkAddress = None
         self._peer = Peer("", 0)
         self.closing = False
@@ -136,6 +146,8 @@ class MarkConnection(quicadapter.Connection):
             self._addr = addr
             self._peer = Peer.from_address(addr)
         super().datagram_received(data, addr)
+        if self._waking:
+            self._wake()
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived):
@@ -144,8 +156,11 @@ class MarkConnection(quicadapter.Connection):
             if decision is not None:
                 self._carry_out(decision)
         elif isinstance(event, StreamReset):
-            self._streams.peer_reset(event.stream_id)
+            if not self._stop_long(event.stream_id):
+                self._streams.peer_reset(event.stream_id)
         elif isinstance(event, StopSendingReceived):
+            if self._stop_long(event.stream_id):
+                return
             cancel = self._streams.peer_stopped(event.stream_id)
             if cancel is not None:
                 self._carry_out(cancel)
@@ -162,6 +177,11 @@ class MarkConnection(quicadapter.Connection):
 
     def counts(self) -> Counts:
         return self._streams.counts()
+
+    @property
+    def streaming(self) -> int:
+        """Long-lived responses still open on this connection."""
+        return len(self._long)
 
     def expire(self, now: float) -> None:
         """Carry out the request timeout at ``now``."""
@@ -194,6 +214,10 @@ class MarkConnection(quicadapter.Connection):
         try:
             result = self._handler(request, self._peer)
             if not isinstance(result, bytes):
+                if isinstance(result, LongResponse):
+                    self._long[sid] = result
+                    result.start(_StreamSink(self, sid))
+                    return
                 task = asyncio.ensure_future(result)
                 self._streams.running(sid, self.loop.time())
                 self._tasks[sid] = task
@@ -229,11 +253,81 @@ class MarkConnection(quicadapter.Connection):
         tasks, self._tasks = self._tasks, {}
         for task in tasks.values():
             task.cancel()
+        long, self._long = self._long, {}
+        self._waking.clear()
+        for response in long.values():
+            response.stop()
         self._on_close(self)
+
+    # -- long-lived responses (streaming.LongResponse) --------------------------------------------
+
+    def _stop_long(self, sid: int) -> bool:
+        """The peer stopped reading, or reset, a long-lived response's stream: end it silently."""
+        response = self._long.pop(sid, None)
+        if response is None:
+            return False
+        self._waking.discard(sid)
+        with contextlib.suppress(ValueError, RuntimeError):
+            self.quic.reset_stream(sid, STREAM_ABORTED)
+        response.stop()
+        return True
+
+    def _wake(self) -> None:
+        """Acknowledgements arrived: the responses waiting for room may send again."""
+        waking, self._waking = self._waking, set()
+        for sid in waking:
+            response = self._long.get(sid)
+            if response is not None:
+                response.resume()
+
+    def _finish_long(self, sid: int, data: bytes) -> None:
+        if self._long.pop(sid, None) is None:
+            return
+        self._waking.discard(sid)
+        self._send(data, sid)
+        self.transmit_soon()
+
+    def _send_long(self, sid: int, data: bytes) -> None:
+        if sid not in self._long:
+            return
+        try:
+            self.quic.send_stream_data(sid, data)
+        except (RuntimeError, ValueError):
+            log.debug("stream %d: data dropped, the peer stopped reading", sid)
+            return
+        self.transmit_soon()
 
     def shut(self) -> None:
         self._teardown()
         super().shut()
+
+
+class _StreamSink(Sink):
+    """A long-lived response's view of its stream."""
+
+    __slots__ = ("_conn", "_sid")
+
+    def __init__(self, conn: MarkConnection, sid: int) -> None:
+        self._conn = conn
+        self._sid = sid
+
+    @property
+    def owner(self) -> object:
+        return self._conn
+
+    @property
+    def backlog(self) -> int:
+        return self._conn.backlog(self._sid)
+
+    def send(self, data: bytes) -> None:
+        self._conn._send_long(self._sid, data)
+
+    def finish(self, data: bytes = b"") -> None:
+        self._conn._finish_long(self._sid, data)
+
+    def wake(self) -> None:
+        if self._sid in self._conn._long:
+            self._conn._waking.add(self._sid)
 
 
 class MarkServer(quicadapter.Listener):
@@ -290,6 +384,7 @@ class MarkServer(quicadapter.Listener):
             sum(c.running for c in counts),
             sum(c.discarding for c in counts),
             sum(conn.unacknowledged for conn in conns),
+            sum(conn.streaming for conn in conns),
         )
 
     def reload_certificate(

@@ -24,15 +24,17 @@ from support.exchange import request, send
 
 from markproto.protocol import bodies, cursor, limits, metadata, status, storefmt, wire
 from markproto.protocol.grants import Grant, Grants, hash_token
+from markproto.protocol.watch import Control, WatchEvent, WatchReader, emit_control, emit_event
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.watch import Hub
 
 SPEC = REPO / "docs" / "SPEC.md"
 WRITER, READER = "writer-token", "reader-token"
 HASH = "sha256-" + "0" * 64
-_BLOCK = re.compile(r"<!-- (golden|request|stored): ([^>]+?) -->\n```\n(.*?)```\n", re.DOTALL)
+_BLOCK = re.compile(r"<!-- (golden|request|stored|watch): ([^>]+?) -->\n```\n(.*?)```\n", re.DOTALL)
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +215,16 @@ def test_quoted_version_file_is_what_the_store_writes(spec: str) -> None:
     assert etag is not None and hashlib.sha256(data).hexdigest() == etag[1]
 
 
+def test_quoted_watch_blocks_are_what_the_codec_writes(spec: str) -> None:
+    (_, text), *_ = quoted(spec, "watch")
+    reader = WatchReader()
+    blocks = reader.feed(text.encode())
+    assert reader.end() is None and len(blocks) == 2
+    ack, event = blocks
+    assert isinstance(ack, Control) and isinstance(event, WatchEvent)
+    assert emit_control(ack.status, ack.cursor) + emit_event(event) == text.encode()
+
+
 # --- the messages a running server sends ------------------------------------------------------
 
 
@@ -271,6 +283,16 @@ CASES: list[tuple[bytes, dict[str, str]]] = [
     ),
     (request("LOOKUP", "/", {"query": "ab", "match": "Body"}), {'"Body"': '"<value>"'}),
     (request("LOOKUP", "/nowhere", {"query": "ab"}), {"/nowhere": "<path>"}),
+    (request("WATCH", "/" + HASH), {}),
+    (request("WATCH", "/docs", {"since": "nope"}), {}),
+    (request("WATCH", "/secret", {"auth": WRITER}), {}),
+    (request("LOOKUP", "/", {"match": "links", "direction": "up"}), {'"up"': '"<value>"'}),
+    (request("LOOKUP", "/", {"match": "links", "relations": "See-also"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "depth": "6"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "limit": "0"}), {}),
+    (request("LOOKUP", "/", {"match": "links", "cursor": "-1"}), {}),
+    (request("LOOKUP", "/nowhere.md", {"match": "links"}), {"/nowhere.md": "<path>"}),
+    (request("LOOKUP", "/docs/gone.md", {"match": "links"}), {"/docs/gone.md": "<path>"}),
 ]
 
 
@@ -300,6 +322,7 @@ async def test_every_message_the_server_sends_is_in_the_table(spec: str, tmp_pat
     content = Content.open(tmp_path, [lookup])
     try:
         ctx = Context(content, lookup=lookup, grants=grants())
+        ctx.watch = Hub(ctx)
         server = Dispatcher(ctx)
         for path in ("/docs/a.md", "/docs/gone.md", "/docs/dir.md/x.md"):
             assert (await send(server, write("PUBLISH", path))).status == "created"
@@ -315,9 +338,16 @@ async def test_every_message_the_server_sends_is_in_the_table(spec: str, tmp_pat
                 sent.append((response.status, message(response, {})))
         limited = await send(Dispatcher(ctx, lambda ip: False), request("FETCH", "/docs/a.md"))
         sent.append((limited.status, message(limited, {})))
+        unwatched = await send(Dispatcher(Context(content)), request("WATCH", "/docs"))
+        sent.append((unwatched.status, message(unwatched, {"WATCH": "<verb>"})))
     finally:
         content.close()
     sent += [("server-error", status.INSUFFICIENT_STORAGE), ("server-error", status.NOT_WRITABLE)]
+    # Sent when a subscription starts on its stream (tests/e2e/test_watch_e2e.py):
+    sent += [
+        ("rate-limited", status.WATCHES_IN_ALL),
+        ("rate-limited", status.WATCHES_PER_CONNECTION),
+    ]
     missing = [pair for pair in sent if pair not in stated]
     assert not missing, f"sent but not in the SPEC.md message table: {missing}"
     assert len(set(sent)) >= 30

@@ -9,11 +9,11 @@ status: 0 for ok, created and not-modified; 1 for any other status or a failure 
 
 One module per job: ``options`` reads the command line, ``output`` prints, ``session`` reaches
 the server (``Client.from_environment``), ``failures`` turns every way a command can end into its
-line and exit status, and ``reading``, ``writing``, ``agents`` and ``tokens`` hold the commands.
-A command's module is imported only when that command runs, and the network stack and the
-markdown parser only inside the commands that use them, so ``mark --help`` and typos answer at
-once. Client state lives in ``MARK_HOME``, else ``~/.mark`` where it exists, else the XDG
-directories (see ``markproto.client.environment``).
+line and exit status, and ``reading``, ``graphs``, ``checking``, ``writing``, ``watching``,
+``agents`` and ``tokens`` hold the commands. A command's module is imported only when that
+command runs, and the network stack and the markdown parser only inside the commands that use
+them, so ``mark --help`` and typos answer at once. Client state lives in ``MARK_HOME``, else
+``~/.mark`` where it exists, else the XDG directories (see ``markproto.client.environment``).
 """
 
 from __future__ import annotations
@@ -29,12 +29,17 @@ _COMMANDS = {
     "list": "reading:list_",
     "versions": "reading:versions",
     "lookup": "reading:lookup",
+    "links": "graphs:links",
+    "backlinks": "graphs:backlinks",
+    "graph": "graphs:graph",
+    "check": "checking:check",
     "info": "reading:info",
     "ping": "reading:ping",
     "publish": "writing:publish",
     "append": "writing:append",
     "archive": "writing:archive",
     "edit": "writing:edit",
+    "watch": "watching:watch",
     "mcp": "agents:mcp",
     "token": "tokens:token",
 }

@@ -10,6 +10,7 @@ come back as outlines, and ``budget`` lets one lookup carry the evidence. One mo
 - ``lookup``: ``mark_lookup``, ``mark_lookup_all``; ``expand``: the ``budget`` expansion
 - ``publishing``: ``mark_publish``, ``mark_append``, ``mark_archive``
 - ``resources`` and ``prompts``
+- ``watching``: resource subscriptions backed by WATCH, and ``mark_changes``
 
 A new tool group is one more module with a ``register(bridge)``, listed in
 ``bridge.build_server``. Only ``mark mcp`` imports this package: the SDK costs most of a

@@ -3,7 +3,7 @@ the few places the SDK's defaults do not suit an agent.
 
 Tool groups live in their own modules (``documents``, ``lookup``, ``publishing``, ...), each with
 a ``register(bridge)`` that adds its tools through ``Bridge.tool``; ``build_server`` calls them in
-the order the tools are listed. A new group (the link graph, WATCH) is one more module and one
+the order the tools are listed. A new group (the link graph, say) is one more module and one
 more line in ``GROUPS``.
 """
 
@@ -13,10 +13,11 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import metadata
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 from mcp.types import Resource as MCPResource
@@ -28,6 +29,9 @@ from markproto.client.mcp.envelope import MAX_RESULT
 from markproto.protocol import paths
 from markproto.protocol.errors import InvalidURL
 from markproto.protocol.url import MarkURL, parse_url
+
+if TYPE_CHECKING:
+    from markproto.client.mcp.watching import Subscriptions
 
 Profile = Literal["lean", "full"]
 PROFILES: tuple[Profile, ...] = ("lean", "full")
@@ -139,19 +143,30 @@ def instructions(hosts: Sequence[MarkURL]) -> str:
 
 def build_server(
     client: Client, hosts: Sequence[MarkURL] = (), profile: Profile = "full"
-) -> MCPServer[Any]:
+) -> _Server:
     """The bridge's tools, prompts and resources over ``client`` (which the caller closes);
     bare paths name documents on the first of ``hosts``."""
-    from markproto.client.mcp import documents, lookup, prompts, publishing, resources
+    from markproto.client.mcp import (
+        documents,
+        graph,
+        lookup,
+        prompts,
+        publishing,
+        resources,
+        watching,
+    )
 
+    bus = InMemorySubscriptionBus()
     server = _Server(
         "markproto",
         instructions=instructions(hosts),
         version=metadata.version("markproto"),
         log_level="ERROR",
+        subscriptions=bus,
     )
+    server.bus = bus
     bridge = Bridge(client, tuple(hosts), profile, server)
-    for group in (documents, lookup, publishing, resources, prompts):
+    for group in (documents, lookup, graph, publishing, resources, prompts, watching):
         group.register(bridge)
     return server
 
@@ -159,7 +174,12 @@ def build_server(
 async def serve(client: Client, hosts: Sequence[MarkURL] = (), profile: Profile = "full") -> None:
     """Serve the bridge on stdin and stdout until stdin ends, then close ``client``."""
     async with client:
-        await build_server(client, hosts, profile).run_stdio_async()
+        server = build_server(client, hosts, profile)
+        try:
+            await server.run_stdio_async()
+        finally:
+            if server.watches is not None:
+                await server.watches.close()
 
 
 class _Server(MCPServer[Any]):
@@ -169,9 +189,12 @@ class _Server(MCPServer[Any]):
     leaves out pydantic's ``title`` annotations (a tenth of its bytes, read every session);
     resource URIs may carry ``#anchor`` (the SDK's template matcher stops ``{+path}`` at ``#``,
     so the first ``#`` is escaped before matching); and ``resources/list`` adds what
-    ``listing`` finds."""
+    ``listing`` finds. ``bus`` carries resource updates to listen streams, and ``watches``
+    follows the resources subscribed to (``watching``)."""
 
     listing: Callable[[], Awaitable[list[MCPResource]]] | None = None
+    bus: SubscriptionBus | None = None
+    watches: Subscriptions | None = None
 
     async def list_tools(self) -> list[MCPTool]:
         return [

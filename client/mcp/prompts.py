@@ -30,10 +30,11 @@ def register(bridge: Bridge) -> None:
         url: Annotated[str, Field(description="the document: mark://host/path or /path")],
     ) -> str:
         return (
-            f"Orient yourself around {url}. Call mark_fetch on it: a long document comes back "
-            "as its outline with #anchors. Then mark_fetch the one or two sections that matter "
-            "most (url#anchor) and summarise what the document covers and how it relates to "
-            f"its neighbours (mark_list its folder if that helps). {CITE}"
+            f"Orient yourself around {url}. Call mark_explore on it: its outline with #anchors, "
+            "the documents it links to, those that link to it, and its siblings. Then "
+            "mark_fetch the one or two sections that matter most (url#anchor) and summarise "
+            "what the document covers and how it relates to its neighbours (follow a link with "
+            f"mark_explore if that helps). {CITE}"
         )
 
     @server.prompt(name="recall", description="Recall what the documents say about a subject")

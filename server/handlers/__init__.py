@@ -2,7 +2,8 @@
 value: a ``Response``, a `CurrentDocument` (a current version, whose bytes the dispatcher's cache
 may already hold), or, for writes and for VERSIONS on a history not verified before, an awaitable
 of a ``Response``. A handler never writes bytes and never raises for a refusal; whatever it raises
-is a fault."""
+is a fault. WATCH alone answers with a `streaming.LongResponse` instead: the subscription that
+keeps its stream (handlers/watch)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from markproto.server.search.service import Lookup
     from markproto.server.storage.content import Content
     from markproto.server.storage.store import Version
+    from markproto.server.watch import Hub
 
 
 auth_log = logging.getLogger("markproto.auth")
@@ -38,6 +40,8 @@ class Context:
     grants: grantrules.Grants | None = None
     """None when no token store is configured: every read is public and every write refused."""
     read_only: bool = False
+    watch: Hub | None = None
+    """The WATCH subscriptions; None when WATCH is not served."""
     clock: Callable[[], datetime] = field(default=utc_now)
     refresh: Callable[[], bool] | None = None
     """Reread the tokens file if it changed (rate-bounded by its owner); True when ``grants``

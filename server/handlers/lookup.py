@@ -8,11 +8,12 @@ counted, never shown).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from markproto.protocol import bodies, status, wire
 from markproto.protocol.paths import normalize_scope
-from markproto.server.handlers import Context, bad_request, not_found
+from markproto.server.handlers import Context, bad_request, links, not_found
+from markproto.server.search.graph import LINKS
 from markproto.server.search.service import BadQuery, Lookup, Query, parse_query
 from markproto.server.storage.store import Version
 
@@ -24,6 +25,10 @@ def handle(
     request: wire.Request, path: str, ctx: Context
 ) -> wire.Response | Awaitable[wire.Response]:
     meta = request.meta
+    if meta.get("match") == LINKS:  # the extension (SPEC §5.9): no reference request says so
+        if ctx.lookup is not None and not ctx.lookup.ready:
+            return _when_built(ctx.lookup, lambda: links.handle(request, path, ctx))
+        return links.handle(request, path, ctx)
     try:
         query = parse_query(meta)
     except BadQuery as exc:
@@ -33,19 +38,18 @@ def handle(
         return not_found(scope)
     if ctx.lookup is None:
         return wire.error_response(status.Status.SERVER_ERROR, status.INTERNAL)
-    if not ctx.lookup.ready:
-        return _when_built(ctx.lookup, request, query, scope, ctx)
-    return _answer(ctx.lookup, request, query, scope, ctx)
+    lookup = ctx.lookup
+    if not lookup.ready:
+        return _when_built(lookup, lambda: _answer(lookup, request, query, scope, ctx))
+    return _answer(lookup, request, query, scope, ctx)
 
 
-async def _when_built(
-    lookup: Lookup, request: wire.Request, query: Query, scope: str, ctx: Context
-) -> wire.Response:
+async def _when_built(lookup: Lookup, answer: Callable[[], wire.Response]) -> wire.Response:
     """A LOOKUP during the startup build: answered once the index is whole, never from part
     of it; refused if that takes longer than ``BUILD_WAIT``."""
     if not await lookup.wait_built(BUILD_WAIT):
         return wire.error_response(status.Status.SERVER_ERROR, status.INDEX_BUILDING)
-    return _answer(lookup, request, query, scope, ctx)
+    return answer()
 
 
 def _answer(

@@ -10,7 +10,8 @@ slot it gives them), flags being the term frequency capped at ``TF_MAX``, ``IN_T
 ``IN_HEADING``. Stripped text is never kept: a section keeps its span in the body (a snippet is
 cut again from there), its word count and its heading; its anchor is its heading's slug but
 where the dedupe gave it a suffix. Nothing else is kept that the body can give again: removal
-analyses the old body again for its terms.
+analyses the old body again for its terms. The same pass finds the document's links
+(``protocol.links.Extractor``), packed for the link index: one parse feeds both indexes.
 
 Transient memory is bounded by pieces, not by the body, whatever its shape: the body is never
 decoded whole (the heading parse streams line-aligned pieces of it, and a section's text is
@@ -22,6 +23,7 @@ words never holds that many strings at once.
 
 from __future__ import annotations
 
+import dataclasses
 from array import array
 from bisect import bisect_left
 from collections import Counter
@@ -32,6 +34,8 @@ from typing import overload
 
 from markproto.protocol import mdoutline
 from markproto.protocol.document import OwnFacts, own_facts
+from markproto.protocol.links import Extractor
+from markproto.server.search.links import pack
 from markproto.server.search.text import strip_markup, text_words, word_set
 
 __all__ = [
@@ -142,6 +146,11 @@ class Analysis:
 
     facts: OwnFacts
     outline: Outline
+    links: bytes
+    """The document's links, packed (``links.pack``): what the link index keeps."""
+    link_count: int
+    ids: str
+    """The ids HTML elements of the body set, newline-joined (anchors besides the headings')."""
     postings: tuple[Postings, ...] | None
     """None when the postings travel in a batch's runs (``analyze_many``)."""
 
@@ -166,8 +175,7 @@ class Analysis:
 def analyze(body: bytes) -> Analysis:
     """Cut a body into the shared mdoutline sections and split each into words (SPEC §5.7)."""
     found = _Found()
-    analysis = _analyze(body, found, 0)
-    return Analysis(analysis.facts, analysis.outline, found.finish())
+    return dataclasses.replace(_analyze(body, found, 0), postings=found.finish())
 
 
 def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], tuple[Postings, ...]]:
@@ -346,7 +354,9 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     entry = base << FLAG_BITS
     count = 0
     preamble = False
+    linked = Extractor(body)
     for span in mdoutline.iter_own_spans(body):
+        _links(linked, body, span, count)
         length, has_text = _words(body, span.start, span.stop, found, entry)
         if not has_text and not span.heading:
             if span.level:
@@ -394,10 +404,39 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     suffixed, suffixes = outline.suffixed, outline.suffixes
     first = 1 if preamble else 0
     gone = 0
-    for number, suffix in enumerate(mdoutline.anchor_suffixes(_Headings(outline, dropped, count))):
+    found_links = linked.links()
+    linked_headings = {int(link.section[1:]) for link in found_links if link.section}
+    anchors: dict[str, str] = {}
+    texts = _Headings(outline, dropped, count)
+    for number, suffix in enumerate(mdoutline.anchor_suffixes(texts)):
+        if number in linked_headings:
+            anchors[f"{_HEADING_KEY}{number}"] = mdoutline.anchor(texts[number], suffix)
         if gone < len(dropped) and dropped[gone] == number:
             gone += 1
         elif suffix:
             suffixed.append(number - gone + first)
             suffixes.append(suffix)
-    return Analysis(own_facts(body), outline, None)
+    packed, link_count = pack(
+        link._replace(section=anchors[link.section]) if link.section else link
+        for link in found_links
+    )
+    ids = "\n".join(i for i in linked.ids if "\n" not in i)
+    return Analysis(own_facts(body), outline, packed, link_count, ids, None)
+
+
+_HEADING_KEY = "\0"
+"""A link's section while the anchors are not yet known: this and its heading's number."""
+_LINK_MARKS = (b"[", b"<", b"://", b"www.")
+"""What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
+
+
+def _links(linked: Extractor, body: bytes, span: mdoutline.OwnSpan, heading: int) -> None:
+    """Feed one section to the link extractor: its own text decoded only if it may hold a
+    link, its links' section named by its heading's number until the anchors are known."""
+    start, stop = span.start, span.stop
+    marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+    text = body[start:stop].decode("utf-8", "replace") if marked else ""
+    key = f"{_HEADING_KEY}{heading}" if span.level else ""
+    linked.section(
+        start, stop, mdoutline.OwnSection(key, span.heading, span.level, span.trail, text)
+    )

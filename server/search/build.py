@@ -24,6 +24,7 @@ from markproto.server.search import saved as saving
 from markproto.server.search.analysis import Analysis, Outline, Postings, analyze_many
 from markproto.server.search.bodyindex import BodyIndex, Weights
 from markproto.server.search.catalog import Catalog, Entry
+from markproto.server.search.links import LinkIndex
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.storage.snapshot import CurrentVersion
@@ -77,9 +78,11 @@ def save(lookup: Lookup, content: Content, file: Path) -> bool:
     saved_docs = []
     for entry, content_hash, start, outline in docs:
         current = content.current(entry[0])
-        fits = current is not None and current.content_hash == content_hash
+        links = lookup.links.saved(entry[0])
+        fits = current is not None and current.content_hash == content_hash and links is not None
         file_name = current.file if current is not None and fits else ""  # "" is never current
-        saved_docs.append(saving.SavedDoc(file_name, entry, content_hash, start, outline))
+        record = links if links is not None else (b"", 0, "")
+        saved_docs.append(saving.SavedDoc(file_name, entry, content_hash, start, outline, record))
     saving.save(file, content.root, saving.Saved(saved_docs, terms, counts, entries, next_slot))
     lookup.dirty = False
     return True
@@ -98,13 +101,13 @@ class _Builder:
     ) -> None:
         self.docs, self.content, self.workers = docs, content, workers
         self.cancelled = cancelled
-        self.catalog, self.bodies = Catalog(), BodyIndex(weights)
+        self.catalog, self.bodies, self.links = Catalog(), BodyIndex(weights), LinkIndex()
         self.restored = 0
         self._started = time.monotonic()
         self._reported = self._started
         self._done = self._bytes = 0
 
-    def run(self, saved: Path | None) -> tuple[Catalog, BodyIndex] | None:
+    def run(self, saved: Path | None) -> tuple[Catalog, BodyIndex, LinkIndex] | None:
         """The built indexes (None when cancelled)."""
         todo = self._restore(saved) if saved is not None else list(self.docs)
         self._analyse(todo)
@@ -121,7 +124,7 @@ class _Builder:
                 "seconds": round(seconds, 3),
             },
         )
-        return self.catalog, self.bodies
+        return self.catalog, self.bodies, self.links
 
     # -- restoring --------------------------------------------------------------------------------
 
@@ -143,18 +146,22 @@ class _Builder:
             )
             return list(self.docs)
         restored = []
+        outlines: dict[str, Outline] = {}
         for doc in saved.docs:
             now = current.get(doc.entry[0])
             entry = Entry.restored(doc.entry, now.modified if now is not None else _EPOCH)
-            restored.append((entry, doc.content_hash, doc.start, Outline(*doc.outline)))
+            outline = outlines[entry.path] = Outline(*doc.outline)
+            restored.append((entry, doc.content_hash, doc.start, outline))
         self.bodies.restore(restored, saved.terms, saved.counts, saved.entries, saved.next_slot)
         del saved, restored
         for doc in stale:
             self.bodies.remove(doc.entry[0])
         for doc in fresh:
-            indexed = self.bodies.entry(doc.entry[0])
+            path = doc.entry[0]
+            indexed = self.bodies.entry(path)
             assert indexed is not None
             self.catalog.put(indexed)
+            self.links.put(path, doc.links, outlines[path], current[path].meta)
         self.restored = len(fresh)
         kept = {doc.entry[0] for doc in fresh}
         return [doc for doc in self.docs if doc.path not in kept]
@@ -219,6 +226,7 @@ class _Builder:
         for doc, analysis in zip(batch, analyses, strict=True):
             entry = Entry.build(doc.path, doc.meta, doc.modified, analysis.facts)
             self.catalog.put(entry)
+            self.links.apply(doc.path, analysis, doc.meta)
             docs.append((entry, doc.content_hash, analysis))
         self.bodies.apply_batch(docs, runs)
         self._done += len(batch)

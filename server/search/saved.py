@@ -19,15 +19,18 @@ import pickle
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markproto import durable
+
+if TYPE_CHECKING:
+    from markproto.server.search.links import SavedLinks
 
 __all__ = ["FORMAT", "Saved", "SavedDoc", "file_for", "fingerprint", "load", "save"]
 
 log = logging.getLogger("markproto.server.search.saved")
 
-FORMAT = 1
+FORMAT = 2
 _RULES = (
     "markproto.protocol.gotext",
     "markproto.protocol.mdparse",
@@ -37,6 +40,8 @@ _RULES = (
     "markproto.server.search.analysis",
     "markproto.server.search.bodyindex",
     "markproto.server.search.catalog",
+    "markproto.server.search.links",
+    "markproto.protocol.links",
 )
 """The modules whose rules a saved index was made by."""
 
@@ -44,13 +49,15 @@ _RULES = (
 @dataclass(frozen=True, slots=True)
 class SavedDoc:
     """One document of a saved index: its version file, its catalog entry's saved form, its
-    content hash, first slot and outline fields (``BodyIndex.dump``)."""
+    content hash, first slot and outline fields (``BodyIndex.dump``), and its links
+    (``LinkIndex.saved``)."""
 
     file: str
     entry: tuple[Any, ...]
     content_hash: str
     start: int
     outline: tuple[Any, ...]
+    links: SavedLinks
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +97,8 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         "fingerprint": fingerprint(),
         "root": str(root.resolve()),
         "docs": [
-            (doc.file, doc.entry, doc.content_hash, doc.start, doc.outline) for doc in saved.docs
+            (doc.file, doc.entry, doc.content_hash, doc.start, doc.outline, doc.links)
+            for doc in saved.docs
         ],
         "terms": saved.terms,
         "counts": saved.counts,

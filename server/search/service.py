@@ -1,6 +1,6 @@
-"""The LOOKUP service: the catalog and the body index kept current as one ``Index``, and the
-query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the reader may not read,
-then cut to ``limit``).
+"""The LOOKUP service: the catalog, the body index and the link index kept current as one
+``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the
+reader may not read, then cut to ``limit``).
 
 Indexing a document is two steps: ``prepare`` (a pure function of the new body and of the one it
 replaces: the analysis of one and the terms of the other, on the writer thread) and ``settle``
@@ -32,6 +32,7 @@ from markproto.protocol.paths import atoi, in_scope
 from markproto.server.search.analysis import Analysis, analyze
 from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
 from markproto.server.search.catalog import Catalog, Clause, Entry, FilterError, parse_filter
+from markproto.server.search.links import LinkIndex
 from markproto.server.search.text import catalog_terms, query_terms
 from markproto.server.storage.store import Version
 
@@ -105,12 +106,14 @@ class Change:
 
 
 class Lookup:
-    """The catalog and the body index behind LOOKUP, as one ``content.Index``."""
+    """The catalog, the body index and the link index behind LOOKUP, as one
+    ``content.Index``."""
 
     def __init__(self, weights: Weights | None = None) -> None:
         self.weights = weights
         self.catalog = Catalog()
         self.bodies = BodyIndex(weights)
+        self.links = LinkIndex()
         self._held: dict[str, Change] | None = None
         """While a build runs: the changes settled meanwhile, the latest per path."""
         self._built = asyncio.Event()
@@ -149,11 +152,13 @@ class Lookup:
             terms = change.old_terms if indexed == change.old_hash else None
             self.catalog.remove(path)
             self.bodies.remove(path, terms)
+        self.links.remove(path)
         if change.doc is not None and change.analysis is not None:
             doc = change.doc
             entry = Entry.build(doc.path, doc.meta, doc.modified, change.analysis.facts)
             self.catalog.put(entry)
             self.bodies.apply(entry, doc.content_hash, change.analysis)
+            self.links.apply(path, change.analysis, doc.meta)
 
     def put(self, doc: Version) -> None:
         """Index ``doc`` inline (its old version's terms unknown: removal searches)."""
@@ -175,11 +180,14 @@ class Lookup:
         self._held = {}
         self._built.clear()
 
-    def finish_build(self, catalog: Catalog, bodies: BodyIndex, *, changed: bool) -> None:
+    def finish_build(
+        self, catalog: Catalog, bodies: BodyIndex, links: LinkIndex, *, changed: bool
+    ) -> None:
         """Swap in the built indexes, then apply the changes held meanwhile (event loop).
         ``changed``: they are not just what was saved."""
         assert self._held is not None, "no build running"
-        self.catalog, self.bodies = catalog, bodies
+        links.authorities = self.links.authorities  # told to this one once the server bound
+        self.catalog, self.bodies, self.links = catalog, bodies, links
         held, self._held = self._held, None
         for change in held.values():
             self.settle(change)

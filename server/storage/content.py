@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from markproto.protocol.watch import OP_APPEND, OP_ARCHIVE, OP_PUBLISH
 from markproto.server.storage import recovery
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
 from markproto.server.storage.store import (
@@ -81,6 +82,23 @@ class Changes:
         return bool(self.updated or self.removed)
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change to a served document, as WATCH tells it (SPEC §5.8): a new version
+    (``publish``, ``append``), or the document hidden (``archive``) or shown again (``publish``
+    of the same version)."""
+
+    path: str
+    version: int
+    op: str
+    content_hash: str
+    agent: str
+
+
+def _change(doc: Version | CurrentVersion, op: str) -> Change:
+    return Change(doc.path, doc.number, op, doc.content_hash, doc.meta.get("agent", ""))
+
+
 class _VersionCache:
     """A byte-bounded LRU of versions read in full; they never change, so entries never go stale."""
 
@@ -118,6 +136,8 @@ class Content:
         self._store = store
         self._snapshot = Snapshot()
         self.indexes = list(indexes)
+        self.observers: list[Callable[[Change], None]] = []
+        """Told of every change once it is applied (the WATCH change log)."""
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
         self._max_verdicts = verdicts
@@ -237,22 +257,34 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        return await self._write(path, self._store.publish, path, body, meta, expected)
+        return await self._write(path, _published, self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        return await self._write(path, self._store.append, path, text, overlay, expected)
+        return await self._write(path, _appended, self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        return await self._write(path, self._store.set_archived, path, archived)
+        return await self._write(path, _archived, self._store.set_archived, path, archived)
 
-    async def _write(self, path: str, op: Callable[..., T], *args: object) -> T:
+    async def _write(
+        self,
+        path: str,
+        told: Callable[[T, CurrentVersion | None], Change | None],
+        op: Callable[..., T],
+        *args: object,
+    ) -> T:
+        """``op`` on the writer thread, then its version applied here and the change it made
+        told to the observers (``told``: which one, given the outcome and the version before)."""
         written: tuple[T, list[object]] = await self._run(self._writing, path, op, *args)
         outcome, prepared = written
         version = _written(outcome)
         if version is not None:
+            before = self._snapshot.get(path)
             self._apply(version, prepared)
+            change = told(outcome, before)
+            if change is not None:
+                self._tell(change)
         return outcome
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
@@ -300,6 +332,13 @@ class Content:
                 index.remove(version.path)
             else:
                 index.put(version)
+
+    def _tell(self, change: Change) -> None:
+        for observer in self.observers:
+            try:
+                observer(change)
+            except Exception:
+                log.exception("a change observer failed")
 
     def _forget(self, path: str, prepared: list[object]) -> None:
         self.changes += 1
@@ -375,12 +414,18 @@ class Content:
                 self._snapshot.remove_dir(path)
         updated, removed = [], []
         for path, (version, prepared) in changed.items():
+            before = self._snapshot.get(path)
             if version is None:
                 self._forget(path, prepared)
                 removed.append(path)
+                if before is not None and not before.archived:
+                    self._tell(_change(before, OP_ARCHIVE))
             else:
                 self._apply(version, prepared)
                 updated.append(path)
+                change = _scanned(before, version)
+                if change is not None:
+                    self._tell(change)
         return Changes(tuple(updated), tuple(removed))
 
     def _load_file_logged(self, path: str, file: str) -> Version | None:
@@ -395,6 +440,37 @@ def _written(outcome: object) -> Version | None:
     if isinstance(outcome, Written):
         return outcome.version
     return outcome if isinstance(outcome, Version) else None
+
+
+def _published(outcome: object, before: CurrentVersion | None) -> Change | None:
+    """PUBLISH tells a watcher of a new version (not of a no-op)."""
+    if isinstance(outcome, Written) and outcome.created:
+        return _change(outcome.version, OP_PUBLISH)
+    return None
+
+
+def _appended(outcome: object, before: CurrentVersion | None) -> Change | None:
+    return _change(outcome.version, OP_APPEND) if isinstance(outcome, Written) else None
+
+
+def _archived(outcome: object, before: CurrentVersion | None) -> Change | None:
+    """ARCHIVE tells of the document hidden, or shown again, when that changed."""
+    if not isinstance(outcome, Version):
+        return None
+    if before is not None and before.archived == outcome.archived:
+        return None
+    return _change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH)
+
+
+def _scanned(before: CurrentVersion | None, after: Version) -> Change | None:
+    """What a change scan's new view of a document tells a watcher, if anything visible changed:
+    hidden now (``archive``), or shown with new content or again (``publish``)."""
+    shown_before = before is not None and not before.archived
+    if after.archived:
+        return _change(after, OP_ARCHIVE) if shown_before else None
+    if shown_before and before is not None and before.file == after.file:
+        return None
+    return _change(after, OP_PUBLISH)
 
 
 def _history_key(history: History) -> bytes:

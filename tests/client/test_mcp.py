@@ -41,9 +41,13 @@ TOOLS = {
     "mark_versions": ["url", "verbose", "offset"],
     "mark_discover": ["url"],
     "mark_lookup": ["url", "query", "filter", "limit", "match", "budget", "verbose", "offset"],
+    "mark_explore": ["url", "direction", "relations", "page_size", "cursor", "verbose"],
+    "mark_backlinks": ["url", "verbose", "offset"],
+    "mark_graph": ["url", "depth", "verbose", "offset"],
     "mark_publish": ["url", "body", "expected_version", "metadata", "on_conflict"],
     "mark_append": ["url", "body", "expected_version", "metadata"],
     "mark_archive": ["url"],
+    "mark_changes": ["url", "since"],
 }
 """The tools in the order they are listed (mark_lookup_all follows mark_lookup when there are
 several servers)."""

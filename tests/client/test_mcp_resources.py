@@ -42,7 +42,7 @@ async def test_the_three_prompts_and_their_arguments(server: RunningServer, mode
             return got.messages[0].content.text  # type: ignore[union-attr]
 
         orient = await text("orient", url="/notes/quic.md")
-        assert orient.startswith("Orient yourself around /notes/quic.md. Call mark_fetch on it")
+        assert orient.startswith("Orient yourself around /notes/quic.md. Call mark_explore on it")
         assert "url#anchor" in orient and "never infer" in orient
         recall = await text("recall", subject="flow control")
         assert 'query "flow control", match "body", limit 3 and budget 1200' in recall

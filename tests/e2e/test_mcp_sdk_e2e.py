@@ -86,9 +86,13 @@ async def _tools(agent: Agent, one: RunningServer, two: RunningServer) -> None:
         "mark_discover",
         "mark_lookup",
         "mark_lookup_all",
+        "mark_explore",
+        "mark_backlinks",
+        "mark_graph",
         "mark_publish",
         "mark_append",
         "mark_archive",
+        "mark_changes",
     ]
     assert len(listed.model_dump_json(by_alias=True, exclude_none=True)) <= SCHEMA_BUDGET
 
@@ -156,6 +160,23 @@ async def _tools(agent: Agent, one: RunningServer, two: RunningServer) -> None:
     )
     assert await agent.fail("mark_lookup", url="/", query="papaya", limit=0) == (
         "limit: should be greater than or equal to 1 (got 0)"
+    )
+
+    # mark_explore, mark_backlinks and mark_graph from the server's link index.
+    await agent.call(
+        "mark_publish",
+        url="/docs/index.md",
+        body="# Docs\n\nStart with [alpha](alpha.md#details).\n",
+        expected_version=0,
+    )
+    explored = await agent.call("mark_explore", url="/docs/alpha.md")
+    assert fields(explored)["backlinks"] == "1"
+    assert '## Backlinks (1)\n\n- [Docs](/docs/index.md#docs) "alpha"' in explored
+    assert "/docs/index.md" in await agent.call("mark_backlinks", url="/docs/alpha.md")
+    graph = await agent.call("mark_graph", url="/docs/index.md", depth=1)
+    assert "- /docs/index.md#docs -> [Alpha](/docs/alpha.md#details)" in graph
+    assert (await agent.fail("mark_explore", url="/docs/")).startswith(
+        "url: /docs/ is a folder, not a document"
     )
 
     # mark_lookup_all across both servers (the second with its stored token).

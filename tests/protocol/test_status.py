@@ -8,7 +8,7 @@ from markproto.protocol import status
 from markproto.protocol.status import SUCCESS, Status, title
 
 
-def test_the_eleven_statuses_and_no_others() -> None:
+def test_the_thirteen_statuses_and_no_others() -> None:
     assert [s.value for s in Status] == [
         "ok",
         "created",
@@ -21,9 +21,11 @@ def test_the_eleven_statuses_and_no_others() -> None:
         "bad-request",
         "server-error",
         "rate-limited",
+        "resync",
+        "closing",
     ]
     assert "too-large" not in set(Status)
-    assert "resync" not in set(Status)
+    assert "unavailable" not in set(Status)
 
 
 def test_statuses_are_plain_strings_on_the_wire() -> None:

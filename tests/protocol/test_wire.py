@@ -76,7 +76,16 @@ def test_parse_a_publish() -> None:
 
 
 def test_every_verb_parses() -> None:
-    assert {"FETCH", "LIST", "VERSIONS", "PUBLISH", "ARCHIVE", "APPEND", "LOOKUP"} == VERBS
+    assert {
+        "FETCH",
+        "LIST",
+        "VERSIONS",
+        "PUBLISH",
+        "ARCHIVE",
+        "APPEND",
+        "LOOKUP",
+        "WATCH",
+    } == VERBS
     for verb in VERBS:
         assert parse_request(f"{verb} /x\n".encode()).verb == verb
 
@@ -112,7 +121,7 @@ def test_parse_request_edge_cases(data: bytes, request_: Request) -> None:
         b" /a\n",
         b"fetch /a\n",
         b"Fetch /a\n",
-        b"WATCH /a\n",
+        b"Watch /a\n",
         b"WRITE /a\n",
         b"FETCH \n",
         b"FETCH a.md\n",
@@ -207,7 +216,7 @@ BODIES = st.one_of(st.binary(max_size=60), st.binary(max_size=20).map(lambda b: 
     ("verb", "path", "meta"),
     [
         ("fetch", "/a.md", {}),
-        ("WATCH", "/a.md", {}),
+        ("Watch", "/a.md", {}),
         ("FETCH", "a.md", {}),
         ("FETCH", "", {}),
         ("FETCH", "/a.md\nFETCH /b.md", {}),  # would emit a second request line

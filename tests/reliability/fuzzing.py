@@ -51,7 +51,9 @@ TOKENS = (
 )
 """Bytes that mean something to one of the grammars: fences, line ends, YAML indicators."""
 
-VERBS = [*sorted(wire.VERBS), "WATCH", "fetch", "DELETE", ""]
+VERBS = [*sorted(wire.VERBS - {"WATCH"}), "Watch", "fetch", "DELETE", ""]
+"""WATCH is left out: its answer is a stream that does not end, which tests/e2e/test_watch_e2e.py
+fuzzes on its own terms."""
 KEYS = (
     "auth",
     "expected-version",

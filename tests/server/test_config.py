@@ -297,3 +297,28 @@ def test_index_workers_trades_startup_time_for_memory() -> None:
     with pytest.raises(ConfigError, match="MARK_INDEX_WORKERS"):
         load_config({}, {**env, "MARK_INDEX_WORKERS": "-1"}, None)
     assert load_config({"index_workers": "4"}, env, None).index_workers == 4
+
+
+def test_watch_settings_bound_what_subscriptions_cost() -> None:
+    env = {"HOME": "/home/x"}
+    config = load_config({}, env, None)
+    assert (config.watch_limit, config.watch_connection_limit) == (4096, 16)
+    assert (config.watch_heartbeat, config.watch_log) == (20.0, 4096)
+    tuned = {
+        **env,
+        "MARK_WATCH_LIMIT": "0",
+        "MARK_WATCH_CONNECTION_LIMIT": "2",
+        "MARK_WATCH_HEARTBEAT": "500ms",
+        "MARK_WATCH_LOG": "10",
+    }
+    config = load_config({}, tuned, None)
+    assert (config.watch_limit, config.watch_connection_limit) == (0, 2)
+    assert (config.watch_heartbeat, config.watch_log) == (0.5, 10)
+    for name, bad in (
+        ("MARK_WATCH_LIMIT", "-1"),
+        ("MARK_WATCH_CONNECTION_LIMIT", "0"),
+        ("MARK_WATCH_HEARTBEAT", "0"),
+        ("MARK_WATCH_LOG", "0"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            load_config({}, {**env, name: bad}, None)

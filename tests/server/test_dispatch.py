@@ -127,11 +127,13 @@ async def test_write_gate_order(content: Content) -> None:
 
 
 async def test_an_unserved_verb_never_reaches_a_handler(content: Content) -> None:
-    """WATCH is not served: it is a grammar error on the wire, and no Request can carry it."""
+    """An unknown verb is a grammar error on the wire, and no Request can carry it; WATCH on a
+    server configured without it is a verb without a handler."""
     d = Dispatcher(Context(content))
-    assert await send(d, b"WATCH /\n") == error("bad-request", "bad request")
+    assert await send(d, b"WAIT /\n") == error("bad-request", "bad request")
     with pytest.raises(MalformedRequest):
-        wire.Request("WATCH", "/", {}, b"")
+        wire.Request("WAIT", "/", {}, b"")
+    assert await send(d, b"WATCH /\n") == error("bad-request", "unsupported verb: WATCH")
 
 
 # -- rate limiting, sync and async, logging --------------------------------------------------------

@@ -23,7 +23,8 @@ from markproto.server.storage.store import Version
 DOCS = [
     (
         f"/d{i}/note.md",
-        f"# Note {i}\n\nalpha {i} beta\n\n## Part\n\ngamma {'x' * (i % 7)} end\n",
+        f"# Note {i}\n\nalpha {i} beta\n\n## Part\n\ngamma {'x' * (i % 7)} end, "
+        f"[next](/d{(i + 1) % 40}/note.md#part) [[note]]\n",
         {"importance": f"0.{i % 10}"},
     )
     for i in range(40)
@@ -41,8 +42,13 @@ def rows(lookup: Lookup, content: Content, query: str, body: bool) -> list[Looku
     return lookup.answer(parse_query(meta), "/", lambda _: True, load)
 
 
-def every_answer(lookup: Lookup, content: Content) -> list[list[LookupRow]]:
-    return [rows(lookup, content, q, body) for q in QUERIES for body in (False, True)]
+def every_answer(lookup: Lookup, content: Content) -> list[object]:
+    """Every query's rows, and every document's links both ways (the link index is built in
+    the same pass)."""
+    answers: list[object] = [rows(lookup, content, q, b) for q in QUERIES for b in (False, True)]
+    for doc in sorted(doc.path for doc in content.current_versions()):
+        answers.append((doc, lookup.links.outbound(doc), lookup.links.inbound(doc)))
+    return answers
 
 
 @pytest.fixture
@@ -83,6 +89,10 @@ async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int
     try:
         assert every_answer(lookup, content) == every_answer(want_lookup, want_content)
         assert lookup.bodies.terms == want_lookup.bodies.terms
+        edges = lookup.links.outbound("/d1/note.md")
+        assert [(edge.target, edge.anchor, edge.section) for edge in edges][:1] == [
+            ("/d2/note.md", "part", "part")
+        ]
     finally:
         content.close()
         want_content.close()

@@ -1,0 +1,712 @@
+"""Links in markdown (docs/SPEC.md §5.9): which links a body holds, and where each one leads.
+
+Both sides need the same answer: the server's link index (built in the body index's one pass over
+each document) and ``mark check`` on a local folder, before anything is published. So the rules
+live here once, as pure functions: ``Extractor`` finds the links of a body fed to it a section
+at a time, ``parse_target`` reads a link's target into the document paths it may mean, and
+``resolve`` picks the one that exists, given what exists (the caller's view: the server asks
+with the reader's read filter, so a link never resolves to a document its reader may not read).
+
+What counts as a link: inline links ``[label](target "title")``, reference links ``[label][ref]``
+``[ref][]`` ``[ref]`` with their ``[ref]: target`` definitions anywhere in the document,
+autolinks ``<scheme:...>``, bare ``http(s)://``, ``www.`` and ``mark://`` URLs, HTML
+``<a href="...">``, and wikilinks ``[[Note]]``, ``[[Note#Heading|label]]`` (Obsidian's). Images
+are not links, nor is anything inside code (fenced, indented, or a code span) or an HTML
+comment; a target holding a template placeholder (``{{ x }}``) is a template, not a link.
+Typed relations (``rel-<predicate>: target`` metadata) are links too; they are not in the body,
+so ``relations`` reads them from the metadata.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+from urllib.parse import unquote
+
+from markproto.protocol import mdoutline, paths
+from markproto.protocol.gotext import equal_fold
+from markproto.protocol.mdoutline import OwnSection
+
+__all__ = [
+    "AUTOLINK",
+    "EXTERNAL",
+    "HTML",
+    "INLINE",
+    "INTERNAL",
+    "LABEL_MAX",
+    "LINKS_MAX",
+    "MISSING",
+    "MISSING_ANCHOR",
+    "OK",
+    "REFERENCE",
+    "RELATION",
+    "RELATION_PREFIX",
+    "TARGET_MAX",
+    "WIKI",
+    "Destination",
+    "Extractor",
+    "Link",
+    "Target",
+    "World",
+    "extract",
+    "follow",
+    "parse_target",
+    "relations",
+    "resolve",
+]
+
+INLINE, REFERENCE, AUTOLINK, HTML, WIKI, RELATION = (
+    "inline",
+    "reference",
+    "autolink",
+    "html",
+    "wikilink",
+    "relation",
+)
+"""How a link is written (``Link.syntax``)."""
+RELATION_PREFIX = "rel-"
+LINKS_MAX = 10_000
+"""Links kept per document (the rest are not indexed): bounds what one body may cost."""
+TARGET_MAX = 2048
+"""Characters of a target; a longer one is not a link anyone follows."""
+LABEL_MAX = 200
+"""Characters of a label kept (cut on a character, with an ellipsis)."""
+
+
+class Link(NamedTuple):
+    """One link as written: where it is (a 1-based line of the body and the anchor of the
+    section holding it, ``""`` before the first heading), its target as written, its label
+    (plain text on one line), how it is written, and for a relation its predicate. A tuple:
+    a body may hold thousands, made in the analysis of every document."""
+
+    line: int
+    section: str
+    target: str
+    label: str
+    syntax: str
+    predicate: str = ""
+
+
+# --- extraction ---------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}|~{3,})(.*)")
+_FENCE_STARTS = frozenset("`~>")
+_LIST_STARTS = frozenset("-*+0123456789")
+_PARAGRAPH = re.compile(r"[^\n]+(?:\n(?![ \t]*(?:\n|$))[^\n]*)*")
+"""A run of lines without a blank one."""
+_LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]|$)")
+_DEFINITION = re.compile(
+    r"[ \t]{0,3}(?:>[ \t]?)*[ \t]*\[((?:\\.|[^\\\[\]]){1,999})\]:[ \t]*"
+    r"(?:<([^<>\n]*)>|(\S+))"
+    r"""(?:[ \t]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t]*"""
+)
+_ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
+_TICKS = re.compile(r"`+")
+_BRACKETS = re.compile(r"[\[\]]")
+_DESTINATION = re.compile(
+    r"\([ \t\n]*(?:<((?:\\.|[^<>\\\n])*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))"
+    r"""(?:[ \t\n]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t\n]*\)"""
+)
+_SIMPLE = re.compile(r"[^\s()<>\\\"']+")
+"""A destination that is nothing but a target: no space, parenthesis, bracket, escape or quote."""
+_WIKI = re.compile(r"\[\[([^\[\]\n]{1,1000})\]\]")
+_AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
+_ANCHOR_TAG = re.compile(
+    r"<a\s(?:[^>]*?\s)?href\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))[^>]*>", re.IGNORECASE
+)
+_ID_ATTRIBUTE = re.compile(
+    r"\s(id|name)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'=<>`]+))", re.IGNORECASE
+)
+_ANCHOR_END = re.compile(r"</a\s*>", re.IGNORECASE)
+_BARE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?://|[Mm][Aa][Rr][Kk]://|[Ww][Ww][Ww]\.)[^\s<]*")
+_BARE_TRAIL = re.compile(r"[?!.,:*_~'\";]+$")
+_COMMENT_END = "-->"
+_TEMPLATE = re.compile(r"\{\{|\{%|%7B%7B", re.IGNORECASE)
+_NEWLINE = re.compile("\n")
+_FANCY = re.compile(
+    r"[\[<*_~`\\\t-\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]|  "
+)
+"""What ``_plain`` would change in a label (a fast test for the common plain one)."""
+_LABEL_LINK = re.compile(r"!?\[((?:\\.|[^\\\[\]])*)\]\((?:\\.|[^()\\]|\([^()]*\))*\)")
+_TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
+_MARKS = re.compile(r"\*\*|__|~~|[`*]")
+_SPACES = re.compile(r"\s+")
+_LABEL_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_NOT_REFERENCE = frozenset({" ", "x", "X", ""})
+"""Bracketed text that is a task box or empty, never a shortcut reference."""
+
+
+def _blocks(text: str) -> bool:
+    """Whether a section may be more than paragraphs: a fence, a comment, an indented line."""
+    return (
+        "```" in text
+        or "~~~" in text
+        or "<!--" in text
+        or "\n    " in text
+        or "\n\t" in text
+        or text.startswith(("    ", "\t"))
+    )
+
+
+def _plain(label: str) -> str:
+    """A label as plain text on one line: nested links and images by their text, tags and
+    emphasis marks dropped, escapes resolved, whitespace collapsed, cut to ``LABEL_MAX``."""
+    if len(label) <= LABEL_MAX and not _FANCY.search(label) and label.strip() == label:
+        return label
+    if "[" in label:
+        label = _LABEL_LINK.sub(r"\1", label)
+    if "<" in label:
+        label = _TAG.sub("", label)
+    label = _MARKS.sub("", label)
+    if "\\" in label:
+        label = _LABEL_ESCAPE.sub(r"\1", label)
+    label = " ".join(label.split())
+    return label if len(label) <= LABEL_MAX else label[: LABEL_MAX - 1] + "\u2026"
+
+
+def _normal(label: str) -> str:
+    """A reference label as CommonMark matches it: case-folded, whitespace collapsed."""
+    return _SPACES.sub(" ", label.strip()).casefold()
+
+
+class Extractor:
+    """The links of one body, fed a section at a time (``feed``), then ``links()``.
+
+    One pass over the text: reference uses wait for their definitions, which may come later in
+    the document, and are matched at the end. At most ``LINKS_MAX`` links are kept.
+    """
+
+    def __init__(self, body: str | bytes) -> None:
+        self._body = body
+        self._links: list[Link] = []
+        self._uses: list[tuple[int, str, str, str]] = []
+        """Reference uses: line, section, label, the normalized reference."""
+        self._definitions: dict[str, str] = {}
+        self.ids: list[str] = []
+        """The ids HTML elements of the body set (``<a name="x">``, ``id="x"``): anchors a
+        link may name besides the headings'."""
+        self._end = 0
+        """Where the last section fed ends (a heading's line starts there)."""
+        self._counted = 0
+        self._line = 1
+        """The line number at offset ``_counted``."""
+
+    def section(self, start: int, stop: int, section: OwnSection) -> None:
+        """One of ``mdoutline.iter_own_sections(body)``, in order: its heading's line, then its
+        own text (``section.text``, decoded already)."""
+        if section.level:
+            head = self._body[self._end : start]
+            text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+            self.feed(section.anchor, text, self._line_at(self._end))
+        self.feed(section.anchor, section.text, self._line_at(start))
+        self._end = stop
+
+    def _line_at(self, offset: int) -> int:
+        body = self._body
+        newline = b"\n" if isinstance(body, bytes) else "\n"
+        self._line += body.count(newline, self._counted, offset)  # type: ignore[arg-type]
+        self._counted = offset
+        return self._line
+
+    def feed(self, section: str, text: str, line: int) -> None:
+        """One section's raw text (a heading line, or its own text), starting on ``line``."""
+        if "[" not in text and "<" not in text and "://" not in text and "www." not in text:
+            return
+        if not _blocks(text):  # paragraphs alone: no code, no comment can start here
+            for paragraph in _PARAGRAPH.finditer(text):
+                at = line + text.count("\n", 0, paragraph.start())
+                self._block(paragraph.group().split("\n"), at, section)
+            return
+        fence: tuple[str, int] | None = None
+        comment = listed = False
+        blank = True
+        block: list[str] = []
+        start = line
+        for number, raw in enumerate(text.split("\n"), line):
+            stripped = raw.strip()
+            first = stripped[:1]
+            if fence is not None:
+                if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
+                    ticks, rest = found.groups()
+                    if ticks[0] == fence[0] and len(ticks) >= fence[1] and not rest.strip():
+                        fence = None
+                continue
+            if comment:
+                end = raw.find(_COMMENT_END)
+                if end < 0:
+                    continue
+                comment = False
+                raw = " " * (end + 3) + raw[end + 3 :]
+                stripped = raw.strip()
+                first = stripped[:1]
+            if not stripped:
+                self._block(block, start, section)
+                block, blank = [], True
+                continue
+            if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
+                ticks, rest = found.groups()
+                if not (ticks[0] == "`" and "`" in rest):
+                    self._block(block, start, section)
+                    block, fence = [], (ticks[0], len(ticks))
+                    continue
+            if blank and not block and not listed and raw[:1] in " \t":
+                indent = 4 if raw[:1] == "\t" else len(raw) - len(raw.lstrip(" "))
+                if indent >= 4 or raw[indent : indent + 1] == "\t":
+                    continue  # an indented code block
+            if first in _LIST_STARTS and _LIST_ITEM.match(raw):
+                listed = True
+            elif blank and first != ">" and raw[:1] not in " \t":
+                listed = False
+            if first == "<" and stripped.startswith("<!--") and _COMMENT_END not in stripped[4:]:
+                self._block(block, start, section)
+                block, comment = [], True
+                continue
+            if not block:
+                start = number
+            block.append(raw)
+            blank = False
+        self._block(block, start, section)
+
+    def _block(self, lines: list[str], line: int, section: str) -> None:
+        """One paragraph-like run of lines: definitions at its start, then its inline links."""
+        while lines and "]:" in lines[0]:
+            found = _DEFINITION.fullmatch(lines[0])
+            if found is None:
+                break
+            key = _normal(found.group(1))
+            target = found.group(2) if found.group(2) is not None else found.group(3)
+            self._definitions.setdefault(key, target)
+            lines = lines[1:]
+            line += 1
+        if lines:
+            self._inline("\n".join(lines), line, section)
+
+    def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
+        target = target.strip()
+        if (
+            len(self._links) >= LINKS_MAX
+            or not target
+            or len(target) > TARGET_MAX
+            or (("{" in target or "%" in target) and _TEMPLATE.search(target))
+        ):
+            return
+        self._links.append(Link(line, section, target, _plain(label), syntax))
+
+    def _inline(self, text: str, line: int, section: str) -> None:
+        bare = "://" in text or "www." in text
+        if "[" not in text and "<" not in text and not bare:
+            return
+        starts = [0, *(m.end() for m in _NEWLINE.finditer(text))] if "\n" in text else [0]
+
+        def line_of(offset: int) -> int:
+            return line + bisect_right(starts, offset) - 1
+
+        masked = _masked(text)
+        """``text`` with its code spans and backslash escapes blanked (the same offsets): where
+        link syntax is looked for. Labels and targets are read from ``text``."""
+        closing = _closing_brackets(masked) if "[" in masked else {}
+        taken: list[tuple[int, int]] = []
+        """What links and comments cover: a bare URL there is none of its own."""
+        pos, size = 0, len(masked)
+        bracket = angle = -1
+        """The next ``[`` and ``<`` at or after ``pos`` (``size``: none)."""
+        while True:
+            if bracket < pos:
+                bracket = masked.find("[", pos)
+                bracket = size if bracket < 0 else bracket
+            if angle < pos:
+                angle = masked.find("<", pos)
+                angle = size if angle < 0 else angle
+            at = min(bracket, angle)
+            if at == size:
+                break
+            pos = at + 1
+            if masked[at] == "<":
+                pos = self._angle(text, at, line_of, section)
+                if pos > at + 1:
+                    taken.append((at, pos))
+                continue
+            image = at > 0 and masked[at - 1] == "!"
+            wiki = _WIKI.match(masked, at) if masked.startswith("[[", at) else None
+            if wiki is not None:
+                pos = wiki.end()
+                taken.append((at, pos))
+                inner = text[at + 2 : pos - 2]
+                target, bar, label = inner.replace("\\|", "|").partition("|")
+                name = target.split("#", 1)[0]
+                if image and "." in paths.base(name) and not name.lower().endswith(".md"):
+                    continue  # an embedded image or file, not a note
+                self._add(line_of(at), section, target, label if bar else target, WIKI)
+                continue
+            close = closing.get(at)
+            if close is None:
+                continue
+            label = text[at + 1 : close]
+            after = close + 1
+            if masked.startswith("(", after):
+                shut = text.find(")", after)
+                simple = text[after + 1 : shut] if shut > 0 else ""
+                if simple and _SIMPLE.fullmatch(simple):  # most: (target) alone
+                    target, pos = simple, shut + 1
+                elif (destination := _DESTINATION.match(text, after)) is not None:
+                    target = destination.group(1)
+                    if target is None:
+                        target = destination.group(2)
+                    target, pos = unescaped(target), destination.end()
+                else:
+                    target = ""
+                if target or pos > after:
+                    taken.append((at, pos))
+                    if not image:
+                        self._add(line_of(at), section, target, label, INLINE)
+                    continue
+            if masked.startswith("[", after) and after in closing:
+                end = closing[after]
+                reference = text[after + 1 : end] or label
+                pos = end + 1
+                if not image:
+                    self._uses.append((line_of(at), section, label, _normal(reference)))
+                continue
+            if not image and label not in _NOT_REFERENCE and not label.startswith("^"):
+                self._uses.append((line_of(at), section, label, _normal(label)))
+            # not a link: brackets inside may still hold one
+        if bare:
+            rest = _blanked(masked, taken)
+            if "://" in rest or "www." in rest:
+                self._bare(text, rest, line_of, section)
+
+    def _bare(self, text: str, rest: str, line_of: Callable[[int], int], section: str) -> None:
+        """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) in ``rest``: the text with
+        code, links and comments blanked."""
+        for found in _BARE.finditer(rest):
+            at = found.start()
+            if at and not (rest[at - 1].isspace() or rest[at - 1] in "*_~("):
+                continue
+            url = _BARE_TRAIL.sub("", found.group())
+            while url.endswith(")") and url.count(")") > url.count("("):
+                url = url[:-1]
+            if "://" in url or url[:4].lower() == "www.":
+                self._add(line_of(at), section, url, url, AUTOLINK)
+
+    def _angle(self, text: str, at: int, line_of: Callable[[int], int], section: str) -> int:
+        """An autolink, an HTML anchor or a comment at ``at``; where scanning goes on."""
+        if text.startswith("<!--", at):
+            end = text.find(_COMMENT_END, at + 4)
+            return len(text) if end < 0 else end + 3
+        found = _AUTO.match(text, at)
+        if found is not None:
+            self._add(line_of(at), section, found.group(1), found.group(1), AUTOLINK)
+            return found.end()
+        found = _ANCHOR_TAG.match(text, at)
+        if found is not None:
+            self._tag_ids(found.group())
+            href = next(group for group in found.groups() if group is not None)
+            closed = _ANCHOR_END.search(text, found.end(), found.end() + 1000)
+            label = text[found.end() : closed.start()] if closed is not None else ""
+            self._add(line_of(at), section, href, label, HTML)
+            return closed.end() if closed is not None else found.end()
+        found = _TAG.match(text, at)
+        if found is None:
+            return at + 1
+        if "=" in found.group():
+            self._tag_ids(found.group())
+        return found.end()
+
+    def _tag_ids(self, tag: str) -> None:
+        """The ids an HTML tag gives the place it stands (``id``, and ``name`` on ``<a>``)."""
+        for found in _ID_ATTRIBUTE.finditer(tag):
+            if found.group(1).lower() == "id" or tag[:3].lower() in ("<a ", "<a\t", "<a\n"):
+                value = next(group for group in found.groups()[1:] if group is not None)
+                if value and len(self.ids) < LINKS_MAX:
+                    self.ids.append(value)
+
+    def links(self) -> list[Link]:
+        """Every link fed, in the order of the body (reference links matched now)."""
+        for line, section, label, reference in self._uses:
+            target = self._definitions.get(reference)
+            if target is not None:
+                self._add(line, section, unescaped(target), label, REFERENCE)
+        self._uses = []
+        self._links.sort(key=lambda link: link.line)
+        return self._links
+
+
+def unescaped(target: str) -> str:
+    """A destination with its backslash escapes resolved."""
+    return _LABEL_ESCAPE.sub(r"\1", target) if "\\" in target else target
+
+
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """The code spans of a paragraph (CommonMark: a backtick run opens one, the next run of the
+    same length closes it; a run without a partner is literal), ascending."""
+    if "`" not in text:
+        return []
+    escaped = {m.start() + 1 for m in _ESCAPE.finditer(text) if text[m.start() + 1] == "`"}
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    runs = [(s + (s in escaped), e) for s, e in runs if e - s - (s in escaped) > 0]
+    partner: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for index in range(len(runs) - 1, -1, -1):
+        size = runs[index][1] - runs[index][0]
+        if size in last:
+            partner[index] = last[size]
+        last[size] = index
+    spans = []
+    index = 0
+    while index < len(runs):
+        other = partner.get(index)
+        if other is None:
+            index += 1
+            continue
+        spans.append((runs[index][0], runs[other][1]))
+        index = other + 1
+    return spans
+
+
+def _masked(text: str) -> str:
+    """``text`` with each code span and each backslash escape replaced by as many spaces."""
+    spans = _code_spans(text)
+    if "\\" in text:
+        spans += [m.span() for m in _ESCAPE.finditer(text)]
+    return _blanked(text, spans) if spans else text
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the (possibly overlapping) ``spans`` replaced by spaces."""
+    if not spans:
+        return text
+    parts, done = [], 0
+    for start, end in sorted(spans):
+        if end <= done:
+            continue
+        start = max(start, done)
+        parts += [text[done:start], " " * (end - start)]
+        done = end
+    parts.append(text[done:])
+    return "".join(parts)
+
+
+def _closing_brackets(masked: str) -> dict[int, int]:
+    """Each ``[``'s matching ``]`` (balanced) in a masked paragraph."""
+    stack: list[int] = []
+    out: dict[int, int] = {}
+    for found in _BRACKETS.finditer(masked):
+        at = found.start()
+        if masked[at] == "[":
+            stack.append(at)
+        elif stack:
+            out[stack.pop()] = at
+    return out
+
+
+def extract(body: str | bytes) -> list[Link]:
+    """The links of a whole body, in sections as ``mdoutline`` cuts them: what the server's
+    analysis finds in the same body."""
+    found = Extractor(body)
+    for start, stop, section in mdoutline.iter_own_sections(body):
+        found.section(start, stop, section)
+    return found.links()
+
+
+def relations(meta: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """The typed relations of a document's metadata: ``(predicate, target)`` for each
+    ``rel-<predicate>`` key (sorted) and each comma-separated target of its value."""
+    for key in sorted(meta):
+        if key.startswith(RELATION_PREFIX) and len(key) > len(RELATION_PREFIX):
+            for target in meta[key].split(","):
+                if target.strip():
+                    yield key[len(RELATION_PREFIX) :], target.strip()
+
+
+# --- targets ------------------------------------------------------------------------------------
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,31}:")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a link's target means. An internal target names a document on this server:
+    ``path`` as written (cleaned), ``candidates`` the documents it may be, in order, and a
+    wikilink's file ``name`` to look for when none exists; ``anchor`` is the section asked
+    for. An external one is a URL elsewhere (``url``); a ``mark://`` URL is internal or
+    external depending on whether ``authority`` is this server's, which only the server knows.
+    """
+
+    path: str = ""
+    candidates: tuple[str, ...] = ()
+    anchor: str = ""
+    name: str = ""
+    authority: str = ""
+    url: str = ""
+
+    @property
+    def internal(self) -> bool:
+        return bool(self.path)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every document path (and wikilink file name, lower-cased, no slash) whose coming
+        or going may change what this target resolves to."""
+        name = (paths.base(self.name).lower(),) if self.name else ()
+        return self.candidates + name
+
+
+def parse_target(raw: str, source: str, syntax: str) -> Target:
+    """Read a link's target as written in the document at ``source``.
+
+    Relative paths resolve against the source's folder, ``/``-rooted ones against the root.
+    A path ending in ``.md`` names that document; one ending in ``/`` (or the root) names
+    ``<path>.md`` or ``<path>/index.md``, whichever exists, and so does any other path (a
+    site-style link without ``.md``). ``#anchor`` alone is the source itself. A wikilink is a
+    path relative to its folder, then to the root, then its file name anywhere (when unique).
+    """
+    if syntax == WIKI:
+        return _wiki(raw, source)
+    text = raw.strip()
+    if text.startswith("<") and text.endswith(">"):
+        text = text[1:-1]
+    if syntax == AUTOLINK and text[:4].lower() == "www.":
+        return Target(url="http://" + text)
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        if scheme.group().lower() != "mark:" or text[5:7] != "//":
+            return Target(url=text)
+        return _mark_url(text)
+    if text.startswith("//") or syntax == AUTOLINK:
+        return Target(url=text)
+    location, _, anchor = text.partition("#")
+    location = location.partition("?")[0]
+    anchor = unquote(anchor)
+    if not location:
+        return Target(source, (source,), anchor)
+    location = unquote(location)
+    rooted = location if location.startswith("/") else paths.parent(source) + "/" + location
+    return _site_path(rooted, anchor)
+
+
+def _site_path(rooted: str, anchor: str, authority: str = "") -> Target:
+    path = paths.clean(rooted)
+    if path.endswith(".md"):
+        return Target(path, (path,), anchor, authority=authority)
+    if path == "/":
+        return Target(path, ("/index.md",), anchor, authority=authority)
+    return Target(path, (path + ".md", path + "/index.md"), anchor, authority=authority)
+
+
+def _mark_url(text: str) -> Target:
+    from markproto.protocol.errors import InvalidURL
+    from markproto.protocol.url import parse_url
+
+    try:
+        url = parse_url(text)
+    except InvalidURL:
+        return Target(url=text)
+    return _site_path(url.path, url.anchor, url.authority)
+
+
+def _wiki(raw: str, source: str) -> Target:
+    name, _, anchor = raw.strip().partition("#")
+    if anchor.startswith("^"):
+        anchor = ""  # a block reference: the note itself
+    name = name.strip()
+    if not name:
+        return Target(source, (source,), anchor.strip())
+    if not name.lower().endswith(".md"):
+        name += ".md"
+    relative = paths.clean(paths.parent(source) + "/" + name)
+    rooted = paths.clean("/" + name)
+    candidates = (relative,) if relative == rooted else (relative, rooted)
+    return Target(relative, candidates, anchor.strip(), name=name)
+
+
+def resolve(
+    target: Target,
+    exists: Callable[[str], bool],
+    named: Callable[[str], Iterable[str]],
+) -> str | None:
+    """The document ``target`` leads to: its first candidate that ``exists``; for a wikilink
+    without one, the only document ``named`` by its file name (case-insensitively) whose path
+    ends with the name as written; else None. ``named`` gives the documents with a file name
+    (lower-cased): the caller decides which exist for whom."""
+    for candidate in target.candidates:
+        if exists(candidate):
+            return candidate
+    if not target.name:
+        return None
+    wanted = "/" + target.name.lower().lstrip("/")
+    candidates = named(paths.base(target.name).lower())
+    found = [path for path in candidates if path.lower().endswith(wanted)]
+    return found[0] if len(found) == 1 else None
+
+
+# --- where a link leads, in a given world ------------------------------------------------------
+
+INTERNAL, EXTERNAL = "internal", "external"
+"""A link's kind, with ``RELATION``."""
+OK, MISSING, MISSING_ANCHOR = "ok", "missing", "missing-anchor"
+"""A link's state: it leads to a document (and section) that exists, or to no document, or to a
+section its document does not have; an external link's state is ``EXTERNAL`` (not checked)."""
+
+
+class World(Protocol):
+    """What exists, as one reader sees it (the server's index for a token, a local folder)."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def named(self, name: str) -> Iterable[str]:
+        """The documents whose file name, lower-cased, is ``name``."""
+        ...
+
+    def anchors(self, path: str) -> tuple[Sequence[str], Sequence[str], Sequence[str]]:
+        """An existing document's heading anchors, heading texts and HTML ids."""
+        ...
+
+    def ours(self, authority: str) -> bool:
+        """Whether a ``mark://`` URL of ``authority`` names this server."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a link leads: its kind, the document (or the path it names when none answers, or
+    the URL of an external link), the anchor, and its state."""
+
+    kind: str
+    target: str
+    anchor: str
+    state: str
+
+
+def follow(link: Link, source: str, world: World) -> Destination:
+    """Where ``link`` (written in document ``source``) leads in ``world`` (SPEC §5.9)."""
+    target = parse_target(link.target, source, link.syntax)
+    kind = RELATION if link.syntax == RELATION else INTERNAL
+    if not target.internal or (target.authority and not world.ours(target.authority)):
+        url = target.url or link.target
+        return Destination(kind if kind == RELATION else EXTERNAL, url, "", EXTERNAL)
+    found = resolve(target, world.exists, world.named)
+    if found is None:
+        return Destination(kind, target.path, target.anchor, MISSING)
+    if not target.anchor:
+        return Destination(kind, found, "", OK)
+    anchor = _anchor(target.anchor, *world.anchors(found))
+    if anchor is None:
+        return Destination(kind, found, target.anchor, MISSING_ANCHOR)
+    return Destination(kind, found, anchor, OK)
+
+
+def _anchor(
+    wanted: str, anchors: Sequence[str], texts: Sequence[str], ids: Sequence[str]
+) -> str | None:
+    """The anchor ``wanted`` names (§9.4, then the document's HTML ids): the heading's own anchor
+    when a heading's anchor or slug rule found it (``[[Note#Some Heading]]`` is
+    ``#some-heading``), else as written; None when nothing answers to it."""
+    found = mdoutline.find_anchor(wanted, anchors, texts)
+    wanted = wanted.strip().removeprefix("#")
+    if found is not None:
+        anchor = anchors[found]
+        return anchor if equal_fold(anchor, wanted) or anchor == mdoutline.slug(wanted) else wanted
+    return wanted if any(equal_fold(i, wanted) for i in ids) else None

@@ -1,0 +1,374 @@
+"""The link index (docs/SPEC.md §5.9): every link of every live document, what links to each
+document, and where each link leads for a given reader.
+
+A document's links come from its analysis (``analysis.Analysis.links``, found in the same pass
+that feeds the body index) as one compressed record, and its typed relations from its metadata
+(kept by reference: the snapshot holds the same dict). What a link resolves to is never stored:
+it depends on which documents exist and on who asks (a reader's view has only the documents it
+may read, so a link never resolves to, or is counted from, one it may not). So the index keeps
+what does not change until the document does, and answers by resolving at query time:
+
+- per document, its packed links, its anchors (the very string the body index keeps) and its
+  metadata;
+- for every path (and wikilink file name) a link may lead to, which links may lead there: the
+  backlinks of a document are the links listed under its path (and its file name) that resolve
+  to it for this reader.
+
+So an update touches only the document itself: no other document's entry changes when one
+appears or goes, which is what makes the index equal to one rebuilt from scratch after any
+sequence of writes (tests/server/search/test_links.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from markproto.protocol import links, paths
+from markproto.protocol.chars import has_control
+from markproto.protocol.links import (
+    EXTERNAL,
+    INTERNAL,
+    MISSING,
+    MISSING_ANCHOR,
+    OK,
+    RELATION,
+    Link,
+    follow,
+    parse_target,
+    relations,
+)
+
+if TYPE_CHECKING:
+    from markproto.server.search.analysis import Analysis, Outline
+
+__all__ = [
+    "EXTERNAL",
+    "INTERNAL",
+    "MISSING",
+    "MISSING_ANCHOR",
+    "OK",
+    "Edge",
+    "LinkIndex",
+    "SavedLinks",
+    "pack",
+    "unpack",
+]
+
+
+_FIELD, _RECORD = "\x1f", "\x1e"
+_SYNTAX = (links.INLINE, links.REFERENCE, links.AUTOLINK, links.HTML, links.WIKI)
+_CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
+_LINK_SHIFT = 16
+"""An entry of the backlink lists is ``document << 16 | link``: ``LINKS_MAX`` links and the
+relations after them fit below."""
+
+
+def pack(found: Iterable[Link]) -> tuple[bytes, int]:
+    """A document's links as one compressed record (what the index keeps), and how many.
+    A link whose target or section holds a control character is left out: no request could
+    name it."""
+    records = [
+        _FIELD.join(
+            (str(link.line), _CODE[link.syntax], link.section, link.target, _one_line(link.label))
+        )
+        for link in found
+        if not has_control(link.target, tab_ok=True) and not has_control(link.section)
+    ]
+    if not records:
+        return b"", 0
+    text = _RECORD.join(records)
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1), len(records)
+
+
+def _one_line(label: str) -> str:
+    return " ".join(label.split()) if has_control(label) else label
+
+
+def unpack(data: bytes, start: int = 0, stop: int | None = None) -> list[Link]:
+    """The links ``pack`` packed (those from ``start`` to ``stop``)."""
+    if not data:
+        return []
+    records = zlib.decompress(data).decode("utf-8", "surrogatepass").split(_RECORD)[start:stop]
+    out = []
+    for record in records:
+        line, code, section, target, label = record.split(_FIELD)
+        out.append(Link(int(line), section, target, label, _SYNTAX[int(code)]))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One link as a reader sees it. ``target`` is the document it leads to for this reader
+    (or, when none, the path it names, cleaned), or the URL of an external one; ``raw`` is the
+    target as written."""
+
+    source: str
+    section: str
+    line: int
+    target: str
+    anchor: str
+    raw: str
+    label: str
+    kind: str
+    predicate: str
+    state: str
+    syntax: str
+    number: int
+    """The link's place among its source's links (relations last): with ``source``, its key."""
+
+    @property
+    def internal(self) -> bool:
+        return self.kind != EXTERNAL and self.state != EXTERNAL
+
+
+@dataclass(slots=True, eq=False)
+class _Doc:
+    number: int
+    path: str
+    links: bytes
+    count: int
+    """Body links in ``links`` (relations are numbered after them)."""
+    meta: Mapping[str, str]
+    outline: Outline
+    """The body index's sections (``Analysis.outline``), shared, not copied."""
+    ids: str
+    """Anchors HTML elements set, newline-joined (``Analysis.ids``)."""
+
+    def headings(self) -> tuple[list[str], list[str]]:
+        """Each section's anchor and heading text."""
+        sections = range(len(self.outline))
+        return [self.outline.anchor(i) for i in sections], [
+            self.outline.heading(i) for i in sections
+        ]
+
+    def link(self, number: int, unpacked: list[Link] | None = None) -> Link:
+        if number < self.count:
+            return (unpacked if unpacked is not None else unpack(self.links))[number]
+        predicate, target = list(relations(self.meta))[number - self.count]
+        return Link(0, "", target, "", RELATION, predicate)
+
+    def all_links(self) -> list[Link]:
+        found = unpack(self.links)
+        found += [Link(0, "", t, "", RELATION, p) for p, t in relations(self.meta)]
+        return found
+
+    def chosen(self, wanted: frozenset[str] | None) -> tuple[int, list[tuple[int, Link]]]:
+        """The links ``wanted`` keeps (predicates, ``""`` for body links; None: all): how many
+        body links, and the relations with their numbers."""
+        body = self.count if wanted is None or "" in wanted else 0
+        kept = [
+            (self.count + number, Link(0, "", target, "", RELATION, predicate))
+            for number, (predicate, target) in enumerate(relations(self.meta))
+            if wanted is None or predicate in wanted
+        ]
+        return body, kept
+
+
+Readable = Callable[[str], bool]
+SavedLinks = tuple[bytes, int, str]
+"""A document's packed links, how many, and its HTML ids (``LinkIndex.saved``)."""
+
+
+def _everyone(path: str) -> bool:
+    return True
+
+
+class LinkIndex:
+    """The links of the live documents. One writer (the event loop)."""
+
+    def __init__(self, authorities: Iterable[str] = ()) -> None:
+        self.authorities = frozenset(authorities)
+        """``host:port`` names of this server: a ``mark://`` URL to one of them is internal."""
+        self._docs: dict[str, _Doc] = {}
+        self._numbers: dict[int, _Doc] = {}
+        self._next = 0
+        self._wants: dict[str, array[int]] = {}
+        """A path (or a lower-cased file name) -> the links that may lead there."""
+        self._named: dict[str, array[int]] = {}
+        """A lower-cased file name -> the documents of that name."""
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._docs
+
+    # -- keeping current ----------------------------------------------------------------------
+
+    def apply(self, path: str, analysis: Analysis, meta: Mapping[str, str]) -> None:
+        """Make ``path``'s links those of ``analysis`` and ``meta`` (replacing any before)."""
+        self.put(path, (analysis.links, analysis.link_count, analysis.ids), analysis.outline, meta)
+
+    def put(self, path: str, record: SavedLinks, outline: Outline, meta: Mapping[str, str]) -> None:
+        """Make ``path``'s links those of ``record`` (``saved``) and ``meta``."""
+        self.remove(path)
+        packed, count, ids = record
+        doc = _Doc(self._next, path, packed, count, meta, outline, ids)
+        self._next += 1
+        self._docs[path] = doc
+        self._numbers[doc.number] = doc
+        _add(self._named, paths.base(path).lower(), doc.number)
+        for key, entry in self._keys(doc):
+            _add(self._wants, key, entry)
+
+    def saved(self, path: str) -> SavedLinks | None:
+        """What ``put`` makes ``path``'s links again from (a saved index), if it is indexed."""
+        doc = self._docs.get(path)
+        return None if doc is None else (doc.links, doc.count, doc.ids)
+
+    def remove(self, path: str) -> None:
+        doc = self._docs.pop(path, None)
+        if doc is None:
+            return
+        del self._numbers[doc.number]
+        _discard(self._named, paths.base(path).lower(), doc.number)
+        for key, entry in self._keys(doc):
+            _discard(self._wants, key, entry)
+
+    def _keys(self, doc: _Doc) -> Iterator[tuple[str, int]]:
+        base = doc.number << _LINK_SHIFT
+        for number, link in enumerate(doc.all_links()):
+            target = parse_target(link.target, doc.path, link.syntax)
+            for key in target.keys:
+                yield key, base | number
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def paths(self) -> Iterator[str]:
+        return iter(self._docs)
+
+    def outbound(
+        self,
+        path: str,
+        readable: Readable = _everyone,
+        *,
+        wanted: frozenset[str] | None = None,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> list[Edge]:
+        """The links of document ``path`` (none when it is not live) as ``readable`` sees them:
+        those ``wanted`` keeps (``LinksQuery.relations``), from ``start`` to ``stop`` of them
+        (only those are resolved: a page of a long document costs its page)."""
+        doc = self._docs.get(path)
+        if doc is None:
+            return []
+        view = _View(self, readable)
+        body, kept = doc.chosen(wanted)
+        stop = body + len(kept) if stop is None else min(stop, body + len(kept))
+        edges = []
+        if start < body:
+            for number, link in enumerate(unpack(doc.links, start, min(stop, body)), start):
+                edges.append(view.edge(doc, number, link))
+        for number, link in kept[max(start - body, 0) : max(stop - body, 0)]:
+            edges.append(view.edge(doc, number, link))
+        return edges
+
+    def outbound_count(self, path: str, wanted: frozenset[str] | None = None) -> int:
+        """How many links ``outbound`` lists for ``path`` (read auth does not change it)."""
+        doc = self._docs.get(path)
+        if doc is None:
+            return 0
+        body, kept = doc.chosen(wanted)
+        return body + len(kept)
+
+    def inbound(self, path: str, readable: Readable = _everyone) -> list[Edge]:
+        """The links from other documents ``readable`` may read that lead to ``path`` for it,
+        by source path, then place."""
+        view = _View(self, readable)
+        entries = set(self._wants.get(path, ()))
+        entries.update(self._wants.get(paths.base(path).lower(), ()))
+        out = []
+        cache: dict[int, list[Link]] = {}
+        for entry in sorted(entries):
+            doc = self._numbers[entry >> _LINK_SHIFT]
+            if doc.path == path or not readable(doc.path):
+                continue
+            number = entry & ((1 << _LINK_SHIFT) - 1)
+            if number < doc.count and doc.number not in cache:
+                cache[doc.number] = unpack(doc.links)
+            link = doc.link(number, cache.get(doc.number))
+            edge = view.edge(doc, number, link)
+            if edge.target == path and edge.state != MISSING and edge.kind != EXTERNAL:
+                out.append(edge)
+        out.sort(key=lambda edge: (edge.source, edge.number))
+        return out
+
+    def memory(self) -> int:
+        """Bytes the index holds of its own (what it shares with the body index and the
+        snapshot aside): the size of every object it made."""
+        size = sys.getsizeof
+        total = size(self._docs) + size(self._numbers) + size(self._wants) + size(self._named)
+        for doc in self._docs.values():
+            total += size(doc) + size(doc.links) + size(doc.number) + size(doc.ids)
+        for table in (self._wants, self._named):
+            for key, entries in table.items():
+                total += size(key) + size(entries)
+        return total
+
+
+class _View:
+    """The index as one reader sees it (a ``links.World``): only documents it may read exist."""
+
+    def __init__(self, index: LinkIndex, readable: Readable) -> None:
+        self._index = index
+        self._readable = readable
+
+    def exists(self, path: str) -> bool:
+        return path in self._index._docs and self._readable(path)
+
+    def named(self, name: str) -> Iterator[str]:
+        numbers = self._index._numbers
+        for number in self._index._named.get(name, ()):
+            path = numbers[number].path
+            if self._readable(path):
+                yield path
+
+    def anchors(self, path: str) -> tuple[list[str], list[str], list[str]]:
+        doc = self._index._docs[path]
+        anchors, texts = doc.headings()
+        return anchors, texts, doc.ids.split("\n") if doc.ids else []
+
+    def ours(self, authority: str) -> bool:
+        return authority in self._index.authorities
+
+    def edge(self, doc: _Doc, number: int, link: Link) -> Edge:
+        to = follow(link, doc.path, self)
+        return Edge(
+            doc.path,
+            link.section,
+            link.line,
+            to.target,
+            to.anchor,
+            link.target,
+            link.label,
+            to.kind,
+            link.predicate,
+            to.state,
+            link.syntax,
+            number,
+        )
+
+
+def _add(table: dict[str, array[int]], key: str, value: int) -> None:
+    found = table.get(key)
+    if found is None:
+        table[key] = array("Q", (value,))
+    else:
+        found.append(value)
+
+
+def _discard(table: dict[str, array[int]], key: str, value: int) -> None:
+    found = table.get(key)
+    if found is None:
+        return
+    try:
+        found.remove(value)
+    except ValueError:
+        return
+    if not found:
+        del table[key]
