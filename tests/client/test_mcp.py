@@ -52,7 +52,7 @@ TOOLS = {
 """The tools in the order they are listed (mark_lookup_all follows mark_lookup when there are
 several servers)."""
 LOOKUP_ALL = ["query", "scope", "filter", "limit", "match", "budget", "verbose"]
-SCHEMA_BUDGET = 9 * 1024
+SCHEMA_BUDGET = 10 * 1024
 """Bytes of the full profile's tools/list (issue 18), with every tool group registered."""
 WRITES = {"mark_publish": (True, True), "mark_append": (False, False), "mark_archive": (True, True)}
 """destructiveHint, idempotentHint of the write tools."""

@@ -64,7 +64,8 @@ async def test_first_run_without_flags_seeds_a_root_and_prints_a_token(tmp_path:
         cert = home / ".local/state/markproto/devcert.pem"
         async with Pool(Trust(cafile=str(cert))) as pool:
             manifest = await _ask(pool, port, "FETCH", "/.well-known/agent-manifest.md", {})
-            assert b"- lookup-match: catalog, body\n- watch\n" in manifest.body
+            assert b"- lookup-match: catalog, body\n" in manifest.body
+            assert b"\n- watch\n" in manifest.body
             meta = {"auth": token, "expected-version": "0"}
             written = await _ask(pool, port, "PUBLISH", "/hello.md", meta, b"# Hello\n")
             assert written.status == "created"

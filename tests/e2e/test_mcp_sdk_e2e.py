@@ -21,7 +21,7 @@ from markproto.client import TokenStore
 
 DOCS_TOKEN = "test-docs-token"
 TOKENS = {"writer": TokenSpec(WRITE_TOKEN), "docs": TokenSpec(DOCS_TOKEN, paths=("/docs/**",))}
-SCHEMA_BUDGET = 9 * 1024
+SCHEMA_BUDGET = 10 * 1024
 DOC = "# Alpha\n\nFirst body.\n\n## Details\n\nThe papaya reverts.\n"
 FRAME = re.compile(r"^>>> (\S+)$", re.M)
 

@@ -438,5 +438,6 @@ def test_the_seeded_manifest_lists_watch_when_it_is_served(tmp_path: Path) -> No
     manifest = Store(served).load(MANIFEST_PATH)
     without = Store(off).load(MANIFEST_PATH)
     assert manifest is not None and without is not None
-    assert b"## Capabilities\n\n- lookup-match: catalog, body\n- watch\n" in manifest.body
+    assert b"## Capabilities\n\n- lookup-match: catalog, body\n" in manifest.body
+    assert b"\n- watch\n" in manifest.body
     assert b"- watch" not in without.body
