@@ -34,8 +34,8 @@ from typing import overload
 
 from markproto.protocol import mdoutline
 from markproto.protocol.document import OwnFacts, own_facts
-from markproto.protocol.links import Extractor
-from markproto.server.search.links import pack
+from markproto.protocol.links import Extractor, Link
+from markproto.server.search.links import pack_tails, tail
 from markproto.server.search.text import strip_markup, text_words, word_set
 
 __all__ = [
@@ -354,9 +354,9 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     entry = base << FLAG_BITS
     count = 0
     preamble = False
-    linked = Extractor(body)
+    linked = _Links(body)
     for span in mdoutline.iter_own_spans(body):
-        _links(linked, body, span, count)
+        linked.section(span, count)
         length, has_text = _words(body, span.start, span.stop, found, entry)
         if not has_text and not span.heading:
             if span.level:
@@ -404,24 +404,20 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     suffixed, suffixes = outline.suffixed, outline.suffixes
     first = 1 if preamble else 0
     gone = 0
-    found_links = linked.links()
-    linked_headings = {int(link.section[1:]) for link in found_links if link.section}
-    anchors: dict[str, str] = {}
+    linked.finish()
+    wanted = set(linked.headings)
+    anchors: dict[int, str] = {-1: ""}
     texts = _Headings(outline, dropped, count)
     for number, suffix in enumerate(mdoutline.anchor_suffixes(texts)):
-        if number in linked_headings:
-            anchors[f"{_HEADING_KEY}{number}"] = mdoutline.anchor(texts[number], suffix)
+        if number in wanted:
+            anchors[number] = mdoutline.anchor(texts[number], suffix)
         if gone < len(dropped) and dropped[gone] == number:
             gone += 1
         elif suffix:
             suffixed.append(number - gone + first)
             suffixes.append(suffix)
-    packed, link_count = pack(
-        link._replace(section=anchors[link.section]) if link.section else link
-        for link in found_links
-    )
-    ids = "\n".join(i for i in linked.ids if "\n" not in i)
-    return Analysis(own_facts(body), outline, packed, link_count, ids, None)
+    packed, link_count = linked.pack(anchors)
+    return Analysis(own_facts(body), outline, packed, link_count, linked.ids(), None)
 
 
 _HEADING_KEY = "\0"
@@ -430,13 +426,46 @@ _LINK_MARKS = (b"[", b"<", b"://", b"www.")
 """What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
 
 
-def _links(linked: Extractor, body: bytes, span: mdoutline.OwnSpan, heading: int) -> None:
-    """Feed one section to the link extractor: its own text decoded only if it may hold a
-    link, its links' section named by its heading's number until the anchors are known."""
-    start, stop = span.start, span.stop
-    marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
-    text = body[start:stop].decode("utf-8", "replace") if marked else ""
-    key = f"{_HEADING_KEY}{heading}" if span.level else ""
-    linked.section(
-        start, stop, mdoutline.OwnSection(key, span.heading, span.level, span.trail, text)
-    )
+class _Links:
+    """The body's links as the sections stream by, each kept as one string (``links.tail``)
+    with its line and its heading's number in arrays, until the anchors are known: a
+    link-dense body holds a few bytes a link beside its text, not a tuple of strings."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self._extractor = Extractor(body)
+        self.lines = array("I")
+        self.headings = array("i")
+        """Each link's heading, numbered among all headings (-1: before the first)."""
+        self.tails: list[str] = []
+
+    def section(self, span: mdoutline.OwnSpan, heading: int) -> None:
+        """Feed one section: its own text decoded only if it may hold a link."""
+        body, start, stop = self._body, span.start, span.stop
+        marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+        text = body[start:stop].decode("utf-8", "replace") if marked else ""
+        key = f"{_HEADING_KEY}{heading}" if span.level else ""
+        own = mdoutline.OwnSection(key, span.heading, span.level, span.trail, text)
+        self._extractor.section(start, stop, own)
+        self._keep(self._extractor.drain())
+
+    def _keep(self, found: list[Link]) -> None:
+        for link in found:
+            rest = tail(link)
+            if rest is not None:
+                self.lines.append(link.line)
+                self.headings.append(int(link.section[1:]) if link.section else -1)
+                self.tails.append(rest)
+
+    def finish(self) -> None:
+        """The reference links, matched to their definitions now."""
+        self._keep(self._extractor.links())
+
+    def pack(self, anchors: dict[int, str]) -> tuple[bytes, int]:
+        """The links packed in the order of the body, given each heading's anchor."""
+        lines, headings, tails = self.lines, self.headings, self.tails
+        order = sorted(range(len(tails)), key=lines.__getitem__)  # stable: found order in a line
+        return pack_tails((lines[i], anchors[headings[i]], tails[i]) for i in order)
+
+    def ids(self) -> str:
+        return "\n".join(i for i in self._extractor.ids if "\n" not in i)

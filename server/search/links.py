@@ -56,6 +56,8 @@ __all__ = [
     "LinkIndex",
     "SavedLinks",
     "pack",
+    "pack_tails",
+    "tail",
     "unpack",
 ]
 
@@ -72,17 +74,37 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
     """A document's links as one compressed record (what the index keeps), and how many.
     A link whose target or section holds a control character is left out: no request could
     name it."""
-    records = [
-        _FIELD.join(
-            (str(link.line), _CODE[link.syntax], link.section, link.target, _one_line(link.label))
-        )
-        for link in found
-        if not has_control(link.target, tab_ok=True) and not has_control(link.section)
-    ]
-    if not records:
+    return pack_tails(
+        (link.line, link.section, rest) for link in found if (rest := tail(link)) is not None
+    )
+
+
+def tail(link: Link) -> str | None:
+    """What ``pack`` keeps of a link but its line and section (None: it is left out), so a
+    caller that learns the sections later holds one string a link meanwhile."""
+    if has_control(link.target, tab_ok=True):
+        return None
+    return _FIELD.join((_CODE[link.syntax], link.target, _one_line(link.label)))
+
+
+def pack_tails(found: Iterable[tuple[int, str, str]]) -> tuple[bytes, int]:
+    """``pack`` of links given as line, section and ``tail``, in the order of the body,
+    compressed as they come (the record is never held whole)."""
+    compressor = zlib.compressobj(1)
+    out: list[bytes] = []
+    count = 0
+    for line, section, rest in found:
+        if has_control(section):
+            continue
+        code, _, target_label = rest.partition(_FIELD)
+        record = _FIELD.join((str(line), code, section, target_label))
+        piece = f"{_RECORD}{record}" if count else record
+        out.append(compressor.compress(piece.encode("utf-8", "surrogatepass")))
+        count += 1
+    if not count:
         return b"", 0
-    text = _RECORD.join(records)
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1), len(records)
+    out.append(compressor.flush())
+    return b"".join(out), count
 
 
 def _one_line(label: str) -> str:
