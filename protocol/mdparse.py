@@ -616,6 +616,9 @@ def _mistletoe_lines(raw: list[str]) -> list[str]:
 CHUNK = 1 << 12
 """Characters (or bytes) of content parsed at a time (``iter_headings``): a piece's lines and
 block tree are a few times its size, so this bounds the parse's memory, not the document."""
+PIECE_LINES = 128
+"""Lines of content parsed at a time at most: a line's block tree costs about a kilobyte
+whatever its length, so short lines (a piece of one-line headings) are counted, not measured."""
 _TOP_HEADING = re.compile(r"^#{1,6}(?:[ \t]|$)", re.MULTILINE)
 """An ATX heading line at the left margin: it closes every open container, so the parse before
 it cannot reach past it, unless a fence, an HTML block or link definitions are still open."""
@@ -706,10 +709,17 @@ def _pieces(content: str | bytes, chunk: int, start: int) -> Iterator[_Piece]:
     """The block parse of ``content[start:]``, one piece at a time; the lock is held while a
     piece is parsed, never between pieces."""
     top = _TOP_HEADING_BYTES if isinstance(content, bytes) else _TOP_HEADING
+    newline = b"\n" if isinstance(content, bytes) else "\n"
     pos, size = start, chunk
     while pos < len(content):
         end = len(content)
-        if pos + size < len(content) and (next_top := top.search(content, pos + size)):  # type: ignore[arg-type]
+        cut = pos
+        for _ in range(PIECE_LINES * size // chunk):  # short lines: fewer than ``size`` bytes
+            cut = content.find(newline, cut, pos + size) + 1  # type: ignore[arg-type]
+            if not cut:
+                cut = pos + size
+                break
+        if cut < len(content) and (next_top := top.search(content, cut)):  # type: ignore[arg-type]
             end = next_top.start()
         piece = content[pos:end]
         raw, starts = _lines(piece)
