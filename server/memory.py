@@ -29,8 +29,10 @@ DEFAULT_BUDGET = 384 << 20
 """The budget without a setting or a cgroup limit: what the systemd unit's MemoryMax gives."""
 ARENAS = 2
 """glibc heaps (``MALLOC_ARENA_MAX``) when the environment does not say: each thread that
-allocates can otherwise get its own (up to eight a core), and a heap's free memory serves only
-its own threads (measured in docs/PERFORMANCE.md, "Board budget")."""
+allocates (the event loop, the writer, the build) can otherwise get its own (up to eight a core),
+and a heap's free memory serves only its own threads. Two, not one, so the build thread does not
+contend with the event loop for one heap's lock (docs/PERFORMANCE.md, "Board budget", says what
+is measured of it and what is not)."""
 _M_ARENA_MAX = -8
 """``mallopt``'s parameter number for the arena limit (glibc malloc.h)."""
 

@@ -231,7 +231,7 @@ def child_server(
     proc = context.Process(
         target=_child_main,
         args=(options, log_level, patches or {}, str(state / "server.log"), end),
-        daemon=True,
+        daemon=False,  # a daemonic process may not start the index build's worker processes
     )
     proc.start()
     if not parent.poll(60):
