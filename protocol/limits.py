@@ -12,6 +12,9 @@ MAX_REQUEST_LINE: Final = 4096
 """Bytes of the request line, excluding its ``\\n``."""
 MAX_PATH: Final = MAX_REQUEST_LINE - len("VERSIONS") - 1
 """4087: the longest path that still fits the longest verb on one request line."""
+MAX_SEGMENTS: Final = 32
+"""Segments of a document's path, its name included (``/a/b.md`` has 2): every folder a write
+creates is fsynced, and real trees are a handful deep. Not the reference's (it has none)."""
 MAX_FRONTMATTER: Final = 65536
 """Bytes of a request's metadata block, between the fences."""
 MAX_BODY: Final = 1 << 20

@@ -84,14 +84,33 @@ def validate(meta: Mapping[str, str]) -> None:
     if len(meta) > MAX_META_KEYS:
         raise InvalidMetadata(status.TOO_MANY_KEYS)
     for key in sorted(meta):
-        if key in RESERVED_KEYS:
-            raise InvalidMetadata(status.reserved_key(go_quote(key)))
-        if not _KEY.fullmatch(key):
-            raise InvalidMetadata(status.invalid_key(go_quote(key)))
-        if not _single_line_utf8(meta[key]):
-            raise InvalidMetadata(status.multiline_value(go_quote(key)))
-    if sum(len(k) + len(_stored_value(k, v).encode()) for k, v in meta.items()) > MAX_META_BYTES:
+        refusal = pair_refusal(key, meta[key])
+        if refusal is not None:
+            raise InvalidMetadata(refusal)
+    if size(meta) > MAX_META_BYTES:
         raise InvalidMetadata(status.METADATA_TOO_LARGE)
+
+
+def pair_refusal(key: str, value: str) -> str | None:
+    """Why one ``key: value`` pair cannot be publisher metadata (the wire message), or None.
+
+    Reserved key, then key grammar, then value: the order ``validate`` reports them in. Readers
+    of metadata from elsewhere (a legacy version file, a document's own frontmatter) drop a
+    pair this refuses instead of refusing everything.
+    """
+    if key in RESERVED_KEYS:
+        return status.reserved_key(go_quote(key))
+    if not _KEY.fullmatch(key):
+        return status.invalid_key(go_quote(key))
+    if not _single_line_utf8(value):
+        return status.multiline_value(go_quote(key))
+    return None
+
+
+def size(meta: Mapping[str, str]) -> int:
+    """What ``meta`` counts against the 1024-byte limit: UTF-8 bytes of every key and value,
+    ``tags`` in its stored list form ``[a, b]``."""
+    return sum(len(k) + len(_stored_value(k, v).encode()) for k, v in meta.items())
 
 
 def validate_store(meta: Mapping[str, str]) -> None:
@@ -104,6 +123,16 @@ def validate_store(meta: Mapping[str, str]) -> None:
         raise InvalidMetadata(status.store_reserved_key(go_quote(reserved[0])))
     if "retention" in meta and retention(meta) is None:
         raise InvalidMetadata(status.invalid_retention(go_quote(meta["retention"])))
+
+
+def for_publish(path: str, meta: Mapping[str, str]) -> dict[str, str]:
+    """What a PUBLISH of publisher metadata ``meta`` at ``path`` persists, checked in the
+    reference's order (SPEC §6.4): the rules, the type default, the store's keys, then tags
+    normalized. Raises InvalidMetadata with the wire message."""
+    validate(meta)
+    typed = with_type_default(path, meta)
+    validate_store(typed)
+    return normalize(typed)
 
 
 def validate_interpreted(meta: Mapping[str, str]) -> None:

@@ -13,6 +13,7 @@ import re
 from markproto.protocol import status
 from markproto.protocol.chars import has_control
 from markproto.protocol.digests import is_hash_ref
+from markproto.protocol.limits import MAX_SEGMENTS
 
 _ATOI = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -126,6 +127,7 @@ def writable_reason(path: str) -> str | None:
       would mix with version files;
     * hash paths, which name content rather than documents;
     * control characters other than TAB, which the request line cannot carry either;
+    * more than ``MAX_SEGMENTS`` segments, which would make as many fsynced folders;
     * segments over 255 UTF-8 bytes, more than common filesystems hold in one name.
 
     The ``.md`` suffix is not checked: PUBLISH and APPEND answer it with their own wire message.
@@ -141,6 +143,8 @@ def writable_reason(path: str) -> str | None:
     segments = path[1:].split("/")
     if VERSIONS_DIR in segments:
         return status.reserved_name(VERSIONS_DIR)
+    if len(segments) > MAX_SEGMENTS:
+        return status.TOO_MANY_SEGMENTS
     if any(len(s.encode("utf-8", "surrogatepass")) > _MAX_SEGMENT_BYTES for s in segments):
         return status.segment_too_long(_MAX_SEGMENT_BYTES)
     return None

@@ -19,6 +19,7 @@ from markproto.protocol.limits import (
     LOOKUP_MIN_QUERY_RUNES,
     MAX_META_BYTES,
     MAX_META_KEYS,
+    MAX_SEGMENTS,
 )
 
 
@@ -59,7 +60,14 @@ READ_FAILED: Final = "could not read request"
 """A request over a size limit, or an empty stream (``server-error``)."""
 RATE_LIMIT_EXCEEDED: Final = "rate limit exceeded"
 INTERNAL: Final = "internal error"
-"""Any other fault, and a request past the request timeout (``server-error``)."""
+"""Any other fault (``server-error``): never a timeout."""
+TIMED_OUT: Final = "request timed out"
+"""A read past the request timeout, or any request that never got its turn (``server-error``)."""
+WRITE_NOT_APPLIED: Final = "write not applied: timed out waiting for the writer"
+"""A write past the request timeout before it started: retrying it is safe (``server-error``)."""
+WRITE_OUTCOME_UNKNOWN: Final = "write timed out while in progress: it may have been applied"
+"""A write past the request timeout after it started: fetch the document to know
+(``server-error``)."""
 INDEX_BUILDING: Final = "the search index is still being built: try again shortly"
 """A LOOKUP the startup build kept waiting too long (``server-error``)."""
 INSUFFICIENT_STORAGE: Final = "insufficient storage"
@@ -180,6 +188,7 @@ def invalid_retention(quoted_value: str) -> str:
 # -- paths no document may have (§2.3) -------------------------------------------------------------
 
 ROOT_IS_DIRECTORY: Final = "the root is a directory"
+TOO_MANY_SEGMENTS: Final = f"path has more than {MAX_SEGMENTS} segments"
 CONTROL_CHARACTER: Final = "path contains a control character"
 
 

@@ -7,7 +7,6 @@ so a single stray space would change every etag and break every chain that follo
 from __future__ import annotations
 
 import hashlib
-import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -78,7 +77,10 @@ def emit_version(
 
 
 def parse_version(data: bytes) -> VersionFile:
-    """Parse a version file with the strict grammar; anything else raises StoreFormatError."""
+    """Parse a version file with the strict grammar; anything else raises StoreFormatError.
+
+    Strict is what this store writes and what a hash chain must consist of (`chain_valid`);
+    serving reads every file with `read_version` instead."""
     if len(data) > STORED_FILE_MAX:
         raise StoreFormatError("version file exceeds size limit")
     if not data.startswith(_OPEN):
@@ -121,8 +123,9 @@ def _parse_publisher(lines: Sequence[str]) -> dict[str, str]:
         if not sep:
             raise StoreFormatError(f"publisher line {line!r} is not 'key: value'")
         if key.startswith(_META_PREFIX):
+            # An OKF key behind the prefix is how earlier reference releases wrote every key.
             bare = key[len(_META_PREFIX) :]
-            if bare in metadata.OKF_KEYS or bare in metadata.STORE_RESERVED_KEYS or not bare:
+            if bare in metadata.STORE_RESERVED_KEYS or not bare:
                 raise StoreFormatError(f"{key!r} may not carry the meta. prefix")
         elif key in metadata.OKF_KEYS:
             bare = key
@@ -131,24 +134,93 @@ def _parse_publisher(lines: Sequence[str]) -> dict[str, str]:
         if bare <= last:
             raise StoreFormatError("publisher keys are not in strictly increasing order")
         last = bare
+        if key == "tags" and not (value.startswith("[") and value.endswith("]")):
+            raise StoreFormatError("tags must be stored as [a, b]")
         if bare == "tags":
-            if not (value.startswith("[") and value.endswith("]")):
-                raise StoreFormatError("tags must be stored as [a, b]")
-            value = metadata.normalize_tags(value[1:-1])
+            value = _read_tags(value)
         meta[bare] = value
     return meta
 
 
-def chain_valid(files: Sequence[bytes]) -> bool:
-    """True when each file's ``previous-hash`` names the file before it (files in ascending order).
+def _read_tags(value: str) -> str:
+    """Tags as stored (``[a, b]``, or an older ``meta.tags: a, b``) in their ``a,b`` form."""
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    return metadata.normalize_tags(value)
+
+
+def read_version(data: bytes, number: int) -> tuple[VersionFile, list[str]]:
+    """Read version file ``number`` as liberally as the reference does, for serving.
+
+    Every shape an earlier reference release wrote is read (SPEC §7.2, "Liberal reading"): a
+    ``meta.``-prefixed OKF key is the key, an unknown bare key or a line that is not
+    ``key: value`` is ignored, the ``archived`` and ``previous-hash`` lines may be missing or
+    anywhere, the keys in any order (the last of a repeated key wins), and a file without a
+    store frontmatter is all body. A pair that could not be publisher metadata is dropped. The
+    second value says, one note per line, what was not understood. Only a file over the size
+    limit raises StoreFormatError: nothing is served in place of the truncated rest.
+    """
+    if len(data) > STORED_FILE_MAX:
+        raise StoreFormatError("version file exceeds size limit")
+    close = data.find(_CLOSE, len(_OPEN) - 1) if data.startswith(_OPEN) else -1
+    if close < 0:
+        return VersionFile(number, False, None, {}, data), ["no store frontmatter: all body"]
+    notes: list[str] = []
+    archived = False
+    previous_hash: str | None = None
+    meta: dict[str, str] = {}
+    block = data[len(_OPEN) : max(close, len(_OPEN))].decode("utf-8", "surrogateescape")
+    for index, line in enumerate(block.split("\n") if block else []):
+        key, sep, value = line.partition(": ")
+        key, value = key.strip(), value.rstrip("\r")
+        bare = key.removeprefix(_META_PREFIX)
+        why = ""
+        if not sep:
+            why = "not 'key: value'"
+        elif key == "version":
+            if value.strip() != str(number):
+                why = f"says version {value.strip()!r} in file v{number}"
+        elif key == "archived":
+            archived = value.strip() == "true"
+        elif key == "previous-hash":
+            recorded = value.strip()
+            previous_hash = recorded if digests.is_hash_ref(recorded) else None
+            why = "" if previous_hash else "not a sha256- hash"
+        elif bare in metadata.STORE_RESERVED_KEYS:
+            why = "a store key behind the meta. prefix"
+        elif key == bare and bare not in metadata.OKF_KEYS:
+            why = "unknown key"
+        else:
+            if bare == "tags":
+                value = _read_tags(value)
+            why = metadata.pair_refusal(bare, value) or ""
+            if not why and (value or bare != "tags"):
+                meta[bare] = value
+        if why:
+            notes.append(f"line {index + 1} {_shown(line)}: {why}, ignored")
+    return VersionFile(number, archived, previous_hash, meta, data[close + len(_CLOSE) :]), notes
+
+
+def _shown(line: str) -> str:
+    """A line for a log note: quoted, escaped, not too long."""
+    text = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def chain_valid(files: Sequence[bytes], numbers: Sequence[int] | None = None) -> bool:
+    """True when every file (in ascending order) is in the strict form, says the version its
+    name says (``numbers``, where given), and names the file before it in ``previous-hash``.
 
     After retention pruning the oldest survivor points at a deleted file; that link is not checked.
     """
-    for older, newer in itertools.pairwise(files):
-        try:
-            recorded = parse_version(newer).previous_hash
-        except StoreFormatError:
-            return False
-        if recorded != hash_ref(older):
-            return False
-    return True
+    try:
+        parsed = [parse_version(data) for data in files]
+    except StoreFormatError:
+        return False
+    if numbers is not None and [p.version for p in parsed] != list(numbers):
+        return False
+    return all(
+        newer.previous_hash == hash_ref(older)
+        for older, newer in zip(files, parsed[1:], strict=False)
+    )

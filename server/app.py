@@ -8,6 +8,7 @@ import contextlib
 import errno
 import logging
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -38,7 +39,8 @@ TOKEN_CHECK_INTERVAL = 2.0
 TOKEN_REFRESH_INTERVAL = 0.05
 """Seconds between tokens-file checks asked for by unknown tokens."""
 SUMMARY_INTERVAL = 60.0
-"""Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`)."""
+"""Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`) and of
+requests refused for their rate (`MarkServer.log_refusals`)."""
 DRAIN_TIMEOUT = 10.0
 TRIM_INTERVAL = 2.0
 """Seconds without a change after which the heaps are trimmed (after a run of writes)."""
@@ -53,7 +55,8 @@ def _responses() -> transport.Responses:
 
     return transport.Responses(
         oversize=error(status.Status.SERVER_ERROR, status.READ_FAILED),
-        timeout=error(status.Status.SERVER_ERROR, status.INTERNAL),
+        rate_limited=error(status.Status.RATE_LIMITED, status.RATE_LIMIT_EXCEEDED),
+        timeout=error(status.Status.SERVER_ERROR, status.TIMED_OUT),
         internal=error(status.Status.SERVER_ERROR, status.INTERNAL),
     )
 
@@ -140,6 +143,16 @@ class App:
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
+        if plain := self.content.plain_files:
+            root = shlex.quote(str(config.root))
+            said = (
+                f"{plain} plain .md files in the content root are not served (they have no"
+                " version history); make them documents"
+                if plain > 1
+                else "1 plain .md file in the content root is not served (it has no version"
+                " history); make it a document"
+            )
+            log.warning(f"{said} in place with: mark-server import {root} --root {root}")
         self._lookup = lookup
         self._build = Build(
             lookup,
@@ -164,14 +177,8 @@ class App:
             )
             self.content.observers.append(hub.record)
         limiter = RateLimiter(config.rate_limit, config.rate_burst, max_clients=shares.rate_clients)
-        allow = None
-        if limiter.enabled:
-
-            def allow(ip: str) -> bool:
-                return limiter.allow(ip, time.monotonic())
-
         cache = ResponseCache(shares.response_cache)
-        dispatcher = self._dispatcher = Dispatcher(self._ctx, allow, cache)
+        dispatcher = self._dispatcher = Dispatcher(self._ctx, cache)
         try:
             self.server = await transport.serve(
                 dispatcher.handle,
@@ -184,6 +191,7 @@ class App:
                 max_buffered=shares.request_buffers,
                 request_timeout=config.request_timeout or None,
                 idle_timeout=config.idle_timeout,
+                allow=limiter.allow if limiter.enabled else None,
             )
         except OSError as exc:
             raise StartError(listen_problem(config, exc)) from None
@@ -196,9 +204,7 @@ class App:
         self._tasks.append(asyncio.create_task(self._building(self._build)))
         self._tasks.append(asyncio.create_task(self._every(TRIM_INTERVAL, self._trim_after_writes)))
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
-        self._tasks.append(
-            asyncio.create_task(self._every(SUMMARY_INTERVAL, dispatcher.log_summary))
-        )
+        self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
         if config.scan_interval > 0:
             self._tasks.append(asyncio.create_task(self._every(config.scan_interval, self.rescan)))
 
@@ -283,6 +289,12 @@ class App:
             except Exception:
                 log.exception("periodic job failed")
 
+    def _summaries(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.log_summary()
+        if self.server is not None:
+            self.server.log_refusals()
+
     def _check(self) -> None:
         """The periodic look at the tokens file (edits that only revoke or narrow a token)."""
         self._refreshed = -TOKEN_REFRESH_INTERVAL
@@ -344,8 +356,7 @@ class App:
             self.watch.close()  # every subscription gets `closing` before the drain waits on it
         if self.server is not None:
             drained = await self.server.drain(timeout)
-        if self._dispatcher is not None:
-            self._dispatcher.log_summary()
+        self._summaries()
         if self.content is not None:
             self._save_index(self.content)
             self.content.close()

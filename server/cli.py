@@ -90,6 +90,62 @@ def serve(config: Path | None, **flags: object) -> None:
     sys.exit(code)
 
 
+@main.command("import")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Content root to import into. [env: MARK_ROOT; default: the server's]",
+)
+@click.option("--prefix", default="/", show_default=True, help="Folder the documents go under.")
+@click.option(
+    "--archive-missing", is_flag=True, help="Archive documents under the prefix whose file is gone."
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be written; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def import_(
+    folder: Path,
+    root: Path | None,
+    prefix: str,
+    archive_missing: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Import a folder of markdown into a content root, offline.
+
+    Each .md file becomes a document (its bytes the body, its frontmatter the metadata); an
+    unchanged file writes nothing, a changed one a new version. Safe while a server runs on the
+    same root: it picks the documents up at its next change scan. Exit status 1 if any document
+    was refused.
+    """
+    import json
+
+    from markproto.server import importer
+    from markproto.tree.source import prefix_of
+
+    try:
+        under = prefix_of(prefix)
+        target = root if root is not None else load_config({}, os.environ, None).root
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--prefix") from None
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        report = importer.run(
+            target, folder, under, archive_missing=archive_missing, dry_run=dry_run
+        )
+    except OSError as exc:
+        raise click.ClickException(f"{exc.filename or target}: {exc.strerror or exc}") from None
+    if as_json:
+        click.echo(json.dumps({"root": str(target), **report.as_json()}, ensure_ascii=False))
+    else:
+        click.echo("\n".join(sanitize(line) for line in report.lines()))
+    if report.refused:
+        sys.exit(1)
+
+
 # ---------------------------------------------------------------------------------------------
 # mark-server token generate | list | revoke: edits of the tokens file (server/tokens.py)
 

@@ -7,7 +7,14 @@ there, not in production.
 
 - ``QuicConnection._local_max_streams_bidi``: the stream credit granted to the peer. Lowered
   before the handshake carries it, it makes a client wait instead of being refused; aioquic
-  re-grants a stream (MAX_STREAMS) each time one finishes.
+  re-grants a stream (MAX_STREAMS) each time one finishes, by adding one to its ``value``. It is
+  replaced by a `Credit`, which can hold such re-grants back and give them later.
+- ``QuicConnection._local_max_data``: the connection's receive window (MAX_DATA), which aioquic
+  doubles whenever half of it is used. It is replaced by a `Window`, which keeps it a fixed
+  distance ahead of what the peer sent and whose growth asks `Connection.widen` first.
+- ``QuicConnectionProtocol._process_events``: ``datagram_received`` is aioquic's own, with one
+  step between handling a datagram's events and transmitting (`received`), so answers made there
+  leave in the same packets as the acknowledgements.
 - ``QuicConnection._streams``: the stream table, to know that every answer was acknowledged
   before a drain closes the connection.
 - ``QuicStreamSender._buffer``: a stream's bytes sent and not yet acknowledged, so a long-lived
@@ -15,7 +22,8 @@ there, not in production.
 - ``QuicConnectionProtocol._quic``, ``._loop``, ``._transmit_soon``: the connection, the loop and
   the batched transmit every subclass uses.
 - ``QuicConnectionProtocol._timer``, ``._transmit_task``: cancelled on a close at once, so no
-  callback of a closed connection runs.
+  callback of a closed connection runs; a pending ``_transmit_task`` is also cancelled by a
+  `transmit` that makes it pointless.
 - ``QuicServer._configuration``, ``._protocols``, ``._transport``: the configuration new
   connections get (a certificate reload replaces it), the table of connection ids (to drop
   packets of unknown connections while draining) and the socket.
@@ -26,23 +34,120 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aioquic._buffer import Buffer  # aioquic.buffer re-exports it, but not for type checkers
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.connection import QuicConnection
+from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
 
 
-class Connection(QuicConnectionProtocol):
-    """One connection, with a fixed stream credit."""
+class _Gated(Limit):
+    """A limit aioquic grows by assigning ``value``; `_grow` says what it grows to instead."""
 
-    def __init__(self, quic: QuicConnection, *, credit: int) -> None:
+    def __init__(self, base: Limit) -> None:
+        self._value = base.value
+        super().__init__(base.frame_type, base.name, base.value)
+        self.sent, self.used = base.sent, base.used
+
+    @property
+    def value(self) -> int:
+        return self._value
+
+    @value.setter
+    def value(self, value: int) -> None:
+        self._value = self._grow(value) if value > self._value else value
+
+    def _grow(self, value: int) -> int:
+        return value
+
+
+class Credit(_Gated):
+    """The peer's bidirectional stream credit, whose re-grants can be held back: each hold
+    (``holds += 1``) keeps the next stream that finishes from being re-granted, until a `give`
+    adds it back."""
+
+    def __init__(self, base: Limit) -> None:
+        self.holds = 0
+        """Re-grants still to hold back."""
+        self.held = 0
+        """Re-grants held back, to give."""
+        super().__init__(base)
+
+    def _grow(self, value: int) -> int:
+        while value > self._value and self.holds:
+            value -= 1
+            self.holds -= 1
+            self.held += 1
+        return value
+
+    def give(self) -> None:
+        """One stream of credit back: a hold not used yet is cancelled, else a held one sent."""
+        if self.holds:
+            self.holds -= 1
+        elif self.held:
+            self.held -= 1
+            self._value += 1
+
+
+class Window(_Gated):
+    """The connection's receive window: never more than ``ahead`` bytes beyond what the peer
+    sent, and grown only as ``widen`` grants (all, part or none of it). ``starved`` says the last
+    growth was not granted in full (aioquic asks again each time it transmits)."""
+
+    def __init__(self, base: Limit, widen: Callable[[int], int], ahead: int) -> None:
+        self._widen = widen
+        self._ahead = ahead
+        self.starved = False
+        super().__init__(base)
+
+    def _grow(self, value: int) -> int:
+        wanted = min(value, max(self._value, self.used + self._ahead)) - self._value
+        if wanted <= 0:
+            return self._value
+        granted = self._widen(wanted)
+        self.starved = granted < wanted
+        return self._value + granted
+
+
+class Connection(QuicConnectionProtocol):
+    """One connection, with a fixed stream credit whose re-grants can be held back and a receive
+    window whose growth `widen` decides."""
+
+    def __init__(self, quic: QuicConnection, *, credit: int, window: int) -> None:
         super().__init__(quic)
         limit = quic._local_max_streams_bidi
         limit.value = limit.sent = credit
+        self._credit = quic._local_max_streams_bidi = Credit(limit)
+        self._window = quic._local_max_data = Window(quic._local_max_data, self.widen, window)
+
+    def widen(self, wanted: int) -> int:
+        """How much of ``wanted`` more bytes the peer may send (all, by default)."""
+        return wanted
+
+    @property
+    def starved(self) -> bool:
+        """The peer waits for receive window: `transmit` asks `widen` again."""
+        return self._window.starved
+
+    def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
+        self._quic.receive_datagram(cast(bytes, data), addr, now=self._loop.time())
+        self._process_events()
+        self.received()
+        self.transmit()
+
+    def received(self) -> None:
+        """A datagram's events were handled; what is sent now leaves with its acknowledgements."""
+
+    def hold_credit(self) -> None:
+        """Do not re-grant the next stream that finishes."""
+        self._credit.holds += 1
+
+    def give_credit(self) -> None:
+        """Re-grant one stream held back (or cancel a hold not used yet); transmit to send it."""
+        self._credit.give()
 
     @property
     def quic(self) -> QuicConnection:
@@ -51,6 +156,13 @@ class Connection(QuicConnectionProtocol):
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop
+
+    def transmit(self) -> None:
+        """Transmit now; a `transmit_soon` still pending is cancelled (aioquic would run it
+        anyway, building packets again for nothing)."""
+        if self._transmit_task is not None:
+            self._transmit_task.cancel()
+        super().transmit()
 
     def transmit_soon(self) -> None:
         """Transmit once at the end of this loop turn, however many answers it produces."""

@@ -76,8 +76,13 @@ def seed(root: Path, *, watch: bool = True) -> list[str]:
     created = []
     manifest = MANIFEST.format(watch=WATCH_CAPABILITY if watch else "")
     documents = {"/index.md": (WELCOME, {"title": "Welcome"}), MANIFEST_PATH: (manifest, {})}
-    for path, (body, meta) in documents.items():
-        if store.layout.pointer(path) is None:
-            store.publish(path, body.encode(), metadata.with_type_default(path, meta), expected=0)
-            created.append(path)
+    try:
+        for path, (body, meta) in documents.items():
+            if store.layout.pointer(path) is None:
+                store.publish(
+                    path, body.encode(), metadata.with_type_default(path, meta), expected=0
+                )
+                created.append(path)
+    finally:
+        store.close()
     return created

@@ -2,15 +2,22 @@
 
 Event-based on purpose: aioquic's stream reader/writer API keeps a reader per stream forever and
 hangs on a reset. This module only translates: aioquic's events into calls on each connection's
-`streams.RequestStreams` (which owns every buffer, cap and timeout), and the decisions that come
-back into aioquic calls and handler tasks. It owns bytes only and never parses the protocol; the
-fixed answers it gives on its own (`Responses`) are rendered by the app, which does. aioquic's
-private attributes are reached through `quicadapter` alone.
+`streams.RequestStreams` (which owns every buffer, cap, queue and timeout, and the `Source` of
+each client address, which owns its rate and its byte budget), and the decisions that come back
+into aioquic calls and handler tasks. It owns bytes only and never parses the protocol; the fixed
+answers it gives on its own (`Responses`) are rendered by the app, which does. aioquic's private
+attributes are reached through `quicadapter` alone.
+
+Requests are served in turns (`streams.Rotation`): after each datagram's events, and again from
+the loop while requests wait, at most `TURN` requests, one per source with work in turn, so a
+peer with many streams or connections delays another peer's request by a turn at most. Stream
+credit a rate-limited source used is held back and given back, one stream per token, by a timer
+that runs only while some source is owed credit.
 
 A handler may also answer with a `streaming.LongResponse` (WATCH): the stream then belongs to
-that response, through a `Sink`, until it finishes it. Such a stream is kept apart from the
-request streams: it is no request in progress, so request timeouts and request scheduling never
-see it.
+that response, through a `Sink`, until it finishes it. Such a stream leaves the request streams
+as soon as its handler returns: it is no request in progress, so it holds no turn, no request
+timeout applies to it, and the scheduler and the byte budgets never see it.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import dataclasses
 import errno
 import logging
 import socket
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -43,15 +51,20 @@ from markproto.protocol import limits
 from markproto.server import quicadapter
 from markproto.server.streaming import LongResponse, Sink
 from markproto.server.streams import (
+    Bucket,
     Budget,
     Cancel,
     Counts,
     Decision,
     Dispatch,
     Expire,
+    Limited,
+    Queued,
     Refuse,
     RequestStreams,
     Reset,
+    Rotation,
+    Source,
 )
 
 log = logging.getLogger("markproto.server.transport")
@@ -61,8 +74,23 @@ DEFAULT_REQUEST_TIMEOUT = 10.0
 DEFAULT_IDLE_TIMEOUT = 30.0
 DEFAULT_MAX_BUFFERED = 64 << 20
 """Request bytes buffered across all connections before new data resets its stream."""
+DEFAULT_SOURCE_BUFFERED = 16 << 20
+"""Request bytes buffered for one client address (all its connections) before new data resets
+its stream: a quarter of the whole, so one address cannot take the others' room."""
+DEFAULT_UPLOAD_RATE = 1 << 20
+"""Request bytes a second one client address may send, sustained (its connections together)."""
+DEFAULT_UPLOAD_BURST = 2 * limits.MAX_REQUEST
+"""Request bytes a client address may send at once, beyond each connection's first window: two
+of the largest requests."""
+RECEIVE_WINDOW = 128 << 10
+"""Request bytes a connection may have in flight beyond what it sent (QUIC flow control): what
+a sender can put in the socket's queue at once, ahead of another client's packet."""
 STREAM_ABORTED = 0
 """Application error code of the transport's RESET_STREAM and STOP_SENDING frames."""
+TURN = 16
+"""Requests served in one turn before the loop reads the next datagram."""
+CREDIT_EVERY = 0.02
+"""Seconds between the moments held stream credit is given back (while some is owed)."""
 
 _SOCKET_BUFFER = 4 << 20
 _DRAIN_POLL = 0.02
@@ -84,14 +112,17 @@ class Peer(NamedTuple):
 
 
 Handler = Callable[[bytes, Peer], bytes | Awaitable[bytes] | LongResponse]
+Allow = Callable[[str, float], bool]
+"""The rate limiter: spend one token of a client IP's bucket at monotonic ``now``."""
 
 
 @dataclass(frozen=True, slots=True)
 class Responses:
-    """The answers the transport gives on its own: request over a cap, handler past the request
-    timeout, handler raised."""
+    """The answers the transport gives on its own: request over a cap, source over its rate,
+    request past the request timeout, handler raised."""
 
     oversize: bytes
+    rate_limited: bytes
     timeout: bytes
     internal: bytes
 
@@ -105,41 +136,47 @@ class Usage:
     """Request bytes buffered."""
     partial: int
     """Requests still arriving."""
+    queued: int
+    """Whole requests waiting their turn."""
     running: int
-    """Handlers still running."""
+    """Requests being answered."""
     discarding: int
     """Refused or reset streams whose remaining bytes are being dropped."""
     unacknowledged: int
     """Streams aioquic still holds: answers not yet acknowledged, streams still open."""
-    streaming: int = 0
+    sources: int
+    """Client addresses with a connection."""
+    streaming: int
     """Long-lived responses (WATCH streams) still open."""
 
 
 class MarkConnection(quicadapter.Connection):
     """One QUIC connection: its stream events go to its `RequestStreams`, whose decisions are
-    carried out here; a dispatched request is answered by the handler, now or from a task."""
+    carried out here; a request whose turn comes is answered by the handler, now or from a task."""
 
     def __init__(
-        self,
-        quic: QuicConnection,
-        *,
-        handler: Handler,
-        responses: Responses,
-        streams: RequestStreams,
-        credit: int,
-        on_close: Callable[[MarkConnection], None],
+        self, quic: QuicConnection, *, server: MarkServer, streams: RequestStreams, peer: Peer
     ) -> None:
-        super().__init__(quic, credit=credit)
-        self._handler = handler
-        self._responses = responses
+        super().__init__(quic, credit=server.max_streams, window=RECEIVE_WINDOW)
+        self._server = server
+        self._handler = server.handler
+        self._responses = server.responses
         self._streams = streams
-        self._on_close = on_close
         self._tasks: dict[int, asyncio.Future[bytes]] = {}
         self._long: dict[int, LongResponse] = {}
         self._waking: set[int] = set()
         self._addr: NetworkAddress = None
-        self._peer = Peer("", 0)
+        self._peer = peer
         self.closing = False
+
+    @property
+    def streams(self) -> RequestStreams:
+        return self._streams
+
+    @property
+    def source(self) -> Source:
+        assert self._streams.source is not None
+        return self._streams.source
 
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         if addr != self._addr:
@@ -149,12 +186,25 @@ class MarkConnection(quicadapter.Connection):
         if self._waking:
             self._wake()
 
+    def received(self) -> None:
+        self._server.turn()
+
+    def widen(self, wanted: int) -> int:
+        granted = self.source.upload(wanted, self.loop.time())
+        if granted < wanted:
+            self._server.owed()
+        return granted
+
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived):
             now = self.loop.time()
             decision = self._streams.receive(event.stream_id, event.data, event.end_stream, now)
             if decision is not None:
                 self._carry_out(decision)
+            if holds := self._streams.take_holds():
+                for _ in range(holds):
+                    self.hold_credit()
+                self._server.owed()
         elif isinstance(event, StreamReset):
             if not self._stop_long(event.stream_id):
                 self._streams.peer_reset(event.stream_id)
@@ -191,10 +241,24 @@ class MarkConnection(quicadapter.Connection):
         if decisions:
             self.transmit()
 
+    def serve_one(self) -> bool:
+        """Serve this connection's oldest waiting request; True if more wait."""
+        dispatch = self._streams.next(self.loop.time())
+        if dispatch is not None:
+            self._carry_out(dispatch)
+        return self._streams.queued
+
     def _carry_out(self, decision: Decision) -> None:
         sid = decision.stream_id
-        if isinstance(decision, Dispatch):
+        if isinstance(decision, Queued):
+            self._server.ready(self)
+        elif isinstance(decision, Dispatch):
             self._dispatch(sid, decision.request)
+        elif isinstance(decision, Limited):
+            self._server.limited[self._peer.host] += 1
+            self._send(self._responses.rate_limited, sid)
+            if decision.stop:
+                self.quic.stop_stream(sid, STREAM_ABORTED)
         elif isinstance(decision, Refuse):
             self._send(self._responses.oversize, sid)
             if decision.stop:
@@ -204,9 +268,13 @@ class MarkConnection(quicadapter.Connection):
             self.quic.reset_stream(sid, STREAM_ABORTED)
             self.quic.stop_stream(sid, STREAM_ABORTED)
         elif isinstance(decision, Expire):
-            log.warning("request handler exceeded the request timeout")
-            self._tasks.pop(sid).cancel()
-            self._send(self._responses.timeout, sid)
+            task = self._tasks.get(sid)
+            if task is None:  # it never got its turn: nothing was done
+                log.warning("request waited past the request timeout")
+                self._answer(sid, self._responses.timeout)
+            else:  # its handler says what it managed (see _finished)
+                log.warning("request handler exceeded the request timeout")
+                task.cancel()
         elif isinstance(decision, Cancel):
             self._tasks.pop(sid).cancel()
 
@@ -215,32 +283,37 @@ class MarkConnection(quicadapter.Connection):
             result = self._handler(request, self._peer)
             if not isinstance(result, bytes):
                 if isinstance(result, LongResponse):
+                    self._streams.detach(sid)
                     self._long[sid] = result
                     result.start(_StreamSink(self, sid))
                     return
                 task = asyncio.ensure_future(result)
-                self._streams.running(sid, self.loop.time())
                 self._tasks[sid] = task
                 task.add_done_callback(partial(self._finished, sid))
                 return
         except Exception:
             log.exception("request handler raised")
             result = self._responses.internal
-        self._send(result, sid)  # no transmit: datagram_received sends once after the whole batch
+        self._answer(sid, result)  # no transmit: sent once after the whole turn
 
     def _finished(self, sid: int, task: asyncio.Future[bytes]) -> None:
         self._tasks.pop(sid, None)
-        if not self._streams.answered(sid):
-            return  # answered already (timeout), abandoned by the peer, or the connection is gone
-        if task.cancelled():
-            response = self._responses.internal
+        if task.cancelled():  # expired: a handler that says nothing more gets the timeout bytes
+            response = self._responses.timeout
         elif (exc := task.exception()) is not None:
             log.error("request handler raised", exc_info=exc)
             response = self._responses.internal
         else:
             response = task.result()
+        if self._answer(sid, response):
+            self.transmit_soon()  # one transmit for every handler that finishes in this loop turn
+
+    def _answer(self, sid: int, response: bytes) -> bool:
+        """Send a dispatched request's answer unless the peer stopped reading or left."""
+        if not self._streams.answered(sid):
+            return False
         self._send(response, sid)
-        self.transmit_soon()  # one transmit for every handler that finishes in this loop turn
+        return True
 
     def _send(self, response: bytes, sid: int) -> None:
         try:
@@ -257,7 +330,7 @@ class MarkConnection(quicadapter.Connection):
         self._waking.clear()
         for response in long.values():
             response.stop()
-        self._on_close(self)
+        self._server.gone(self)
 
     # -- long-lived responses (streaming.LongResponse) --------------------------------------------
 
@@ -331,8 +404,8 @@ class _StreamSink(Sink):
 
 
 class MarkServer(quicadapter.Listener):
-    """The listening socket: routes datagrams to connections, sweeps request timeouts, reloads the
-    certificate and drains."""
+    """The listening socket: routes datagrams to connections, serves waiting requests in turns,
+    gives held stream credit back, sweeps request timeouts, reloads the certificate and drains."""
 
     def __init__(
         self,
@@ -344,14 +417,30 @@ class MarkServer(quicadapter.Listener):
         max_streams: int,
         request_timeout: float | None,
         max_buffered: int,
+        source_buffered: int = DEFAULT_SOURCE_BUFFERED,
+        allow: Allow | None = None,
+        upload_rate: float = DEFAULT_UPLOAD_RATE,
+        upload_burst: int = DEFAULT_UPLOAD_BURST,
     ) -> None:
         super().__init__(configuration, self._connect)
-        self._handler = handler
-        self._responses = responses
+        self._uploads = (upload_rate, upload_burst)
+        self.handler = handler
+        self.responses = responses
+        self.max_streams = max_streams
         self._max_request = max_request
-        self._max_streams = max_streams
+        self._source_buffered = source_buffered
+        self._allow = allow
         self._budget = Budget(max_buffered)
-        self._connections: set[MarkConnection] = set()
+        self._connections: dict[MarkConnection, Source] = {}
+        self._owners: dict[RequestStreams, MarkConnection] = {}
+        self._sources: dict[str, tuple[Source, int]] = {}
+        """Each client address with a connection: its `Source` and how many connections."""
+        self._rotation: Rotation[MarkConnection] = Rotation()
+        self._turn: asyncio.TimerHandle | None = None
+        self._crediting: asyncio.TimerHandle | None = None
+        self._arriving: NetworkAddress = None
+        self.limited: Counter[str] = Counter()
+        """Streams refused for their address's rate, by address, since `log_refusals`."""
         self.draining = False
         # One sweep per server, not a timer per stream: measured 0.1 us against 1.4 us per request
         # for loop.call_at + cancel. A deadline fires late by up to a quarter of the timeout, 1 s
@@ -381,9 +470,11 @@ class MarkServer(quicadapter.Listener):
             len(conns),
             self._budget.used,
             sum(c.partial for c in counts),
+            sum(c.queued for c in counts),
             sum(c.running for c in counts),
             sum(c.discarding for c in counts),
             sum(conn.unacknowledged for conn in conns),
+            len(self._sources),
             sum(conn.streaming for conn in conns),
         )
 
@@ -426,8 +517,9 @@ class MarkServer(quicadapter.Listener):
     def close(self) -> None:
         """Close every connection and the socket now; requests in progress are lost."""
         self.draining = True
-        if self._sweeper is not None:
-            self._sweeper.cancel()
+        for handle in (self._sweeper, self._turn, self._crediting):
+            if handle is not None:
+                handle.cancel()
         for conn in list(self._connections):
             conn.shut()
         self.close_socket()
@@ -435,19 +527,112 @@ class MarkServer(quicadapter.Listener):
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         if self.draining and not (isinstance(data, bytes) and self.knows(data)):
             return
+        self._arriving = addr
         super().datagram_received(data, addr)
 
+    def log_refusals(self) -> None:
+        """One INFO record of the streams refused for their rate since the last call (a flood
+        would otherwise write a line per request)."""
+        if self.limited:
+            (busiest, most), *_ = self.limited.most_common(1)
+            log.info(
+                "requests refused for their rate",
+                extra={
+                    "requests": sum(self.limited.values()),
+                    "addresses": len(self.limited),
+                    "busiest": busiest,
+                    "busiest_requests": most,
+                },
+            )
+            self.limited.clear()
+
+    # -- turns ------------------------------------------------------------------------------------
+
+    def ready(self, conn: MarkConnection) -> None:
+        """``conn`` has a whole request waiting its turn."""
+        self._rotation.ready(conn.source, conn)
+
+    def turn(self) -> None:
+        """Serve up to `TURN` waiting requests, one per source in turn; what is left waits for a
+        turn from the loop, after the next datagram is read."""
+        self._turn = None
+        served = set()
+        for _ in range(TURN):
+            picked = self._rotation.next()
+            if picked is None:
+                break
+            source, conn = picked
+            if not conn.serve_one():
+                self._rotation.idle(source, conn)
+            served.add(conn)
+        for conn in served:
+            conn.transmit_soon()
+        if self._rotation and self._turn is None:
+            # call_later(0), not call_soon: the loop reads the datagrams that arrived meanwhile
+            # first, so their requests join this rotation instead of waiting behind it.
+            self._turn = self.loop.call_later(0, self.turn)
+
+    # -- stream credit ----------------------------------------------------------------------------
+
+    def owed(self) -> None:
+        """Some source was refused for its rate, or some connection's window for its bytes: give
+        credit and window back as the buckets refill."""
+        if self._crediting is None:
+            self._crediting = self.loop.call_later(CREDIT_EVERY, self._credit)
+
+    def _credit(self) -> None:
+        self._crediting = None
+        now = self.loop.time()
+        owed = False
+        given: set[MarkConnection] = set()
+        for source, _ in self._sources.values():
+            for streams in source.release(now):
+                conn = self._owners[streams]
+                conn.give_credit()
+                given.add(conn)
+            owed = owed or source.owed
+        for conn in given:
+            conn.transmit_soon()
+        for conn, source in self._connections.items():
+            if conn.starved and source.may_upload(now):
+                conn.transmit()  # asks for its window again
+            owed = owed or conn.starved
+        if owed:
+            self.owed()
+
+    # -- connections ------------------------------------------------------------------------------
+
     def _connect(self, quic: QuicConnection, stream_handler: object = None) -> MarkConnection:
-        conn = MarkConnection(
-            quic,
-            handler=self._handler,
-            responses=self._responses,
-            streams=RequestStreams(self._max_request, self._budget, self._timeout),
-            credit=self._max_streams,
-            on_close=self._connections.discard,
-        )
-        self._connections.add(conn)
+        peer = Peer.from_address(self._arriving)
+        source, count = self._sources.get(peer.host, (None, 0))
+        if source is None:
+            allow = self._allow
+            rate, burst = self._uploads
+            source = Source(
+                peer.host,
+                self._source_buffered,
+                None if allow is None else partial(allow, peer.host),
+                Bucket(rate, burst, self.loop.time()) if rate else None,
+            )
+        self._sources[peer.host] = (source, count + 1)
+        streams = RequestStreams(self._max_request, self._budget, self._timeout, source)
+        conn = MarkConnection(quic, server=self, streams=streams, peer=peer)
+        self._connections[conn] = source
+        self._owners[streams] = conn
         return conn
+
+    def gone(self, conn: MarkConnection) -> None:
+        """``conn`` is gone: forget it, and its source with its last connection."""
+        source = self._connections.pop(conn, None)
+        if source is None:
+            return
+        del self._owners[conn.streams]
+        self._rotation.idle(source, conn)
+        _, count = self._sources[source.host]
+        if count > 1:
+            self._sources[source.host] = (source, count - 1)
+        else:
+            del self._sources[source.host]
 
     def _sweep(self) -> None:
         now = self.loop.time()
@@ -469,16 +654,25 @@ async def serve(
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     max_buffered: int = DEFAULT_MAX_BUFFERED,
+    source_buffered: int = DEFAULT_SOURCE_BUFFERED,
+    allow: Allow | None = None,
+    upload_rate: float = DEFAULT_UPLOAD_RATE,
+    upload_burst: int = DEFAULT_UPLOAD_BURST,
 ) -> MarkServer:
     """Listen for Mark Protocol connections and answer each request with ``handler``.
 
     ``host`` "::" listens dual-stack, or on 0.0.0.0 where the kernel has no IPv6; any other host
     binds just that address. Port 0 picks a free port (see `MarkServer.port`). ``max_streams`` caps
     concurrent requests per connection through stream credit; ``request_timeout`` (None or 0: no
-    limit) bounds both reading a request and running its handler.
+    limit) bounds both reading a request and answering it. ``allow`` is the rate limiter (None:
+    none), asked at each new stream's first byte; ``upload_rate`` (0: none) and ``upload_burst``
+    bound the request bytes a client address may send.
     """
     base = QuicConfiguration(
-        is_client=False, alpn_protocols=[limits.ALPN], idle_timeout=idle_timeout
+        is_client=False,
+        alpn_protocols=[limits.ALPN],
+        idle_timeout=idle_timeout,
+        max_data=RECEIVE_WINDOW,
     )
     configuration = _with_certificate(base, certfile, keyfile)
     sock = await _bind(host, port)
@@ -492,6 +686,10 @@ async def serve(
                 max_streams=max_streams,
                 request_timeout=request_timeout,
                 max_buffered=max_buffered,
+                source_buffered=source_buffered,
+                allow=allow,
+                upload_rate=upload_rate,
+                upload_burst=upload_burst,
             ),
             sock=sock,
         )

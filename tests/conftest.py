@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from support import shared_path
+
+settings.register_profile("markproto", deadline=None)
+settings.load_profile("markproto")
+"""Property tests assert what holds, never how fast: a per-example deadline fails a correct test
+on a loaded two-core machine (CI, or the suite beside a benchmark)."""
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_wheel_holds_only_the_markproto_namespace(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"markproto"}
-    for package in ("protocol", "server", "client"):
+    for package in ("protocol", "durable", "tree", "server", "client"):
         assert f"markproto/{package}/py.typed" in names
         # Every module of the checkout ships, subpackages included.
         for source in (REPO / package).rglob("*.py"):

@@ -7,13 +7,14 @@ object instead, failures included. Every failure ends in one ``mark: ...`` line 
 status: 0 for ok, created and not-modified; 1 for any other status or a failure to get an answer;
 2 for a command line that cannot be run; 130 after Ctrl-C.
 
-One module per job: ``options`` reads the command line, ``output`` prints, ``session`` reaches
-the server (``Client.from_environment``), ``failures`` turns every way a command can end into its
-line and exit status, and ``reading``, ``graphs``, ``checking``, ``writing``, ``watching``,
-``agents`` and ``tokens`` hold the commands. A command's module is imported only when that
-command runs, and the network stack and the markdown parser only inside the commands that use
-them, so ``mark --help`` and typos answer at once. Client state lives in ``MARK_HOME``, else
-``~/.mark`` where it exists, else the XDG directories (see ``markproto.client.environment``).
+One module per job: ``options`` reads the command line, ``output`` prints, ``session`` reaches the
+server (``Client.from_environment``), ``failures`` turns every way a command can end into its line
+and exit status, and ``reading``, ``graphs``, ``checking``, ``writing``, ``transfer`` (import,
+export), ``okf``, ``watching``, ``agents`` and ``tokens`` hold the commands. A command's module is
+imported only when that command runs, and the network stack and the markdown parser only inside the
+commands that use them, so ``mark --help`` and typos answer at once. Client state lives in
+``MARK_HOME``, else ``~/.mark`` where it exists, else the XDG directories (see
+``markproto.client.environment``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ _COMMANDS = {
     "append": "writing:append",
     "archive": "writing:archive",
     "edit": "writing:edit",
+    "import": "transfer:import_",
+    "export": "transfer:export",
+    "okf": "okf:okf",
     "watch": "watching:watch",
     "mcp": "agents:mcp",
     "token": "tokens:token",

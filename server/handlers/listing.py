@@ -45,7 +45,10 @@ def build_page(
     children = ctx.content.children(path, include_archived)
     start = 0
     if after is not None:
-        start = bisect.bisect_right(children, after.encode(), key=lambda c: c.name.encode())
+        # A cursor may name any bytes (surrogate escapes of a name that is not UTF-8).
+        start = bisect.bisect_right(
+            children, after.encode("utf-8", "surrogateescape"), key=lambda c: c.name.encode()
+        )
     heading = bodies.index_heading(path)
     parts = [heading]
     budget = MAX_BODY - len(bodies.TRUNCATED_NOTE) - len(heading)

@@ -72,14 +72,11 @@ async def handle(request: wire.Request, path: str, ctx: Context) -> wire.Respons
             return outcome(unarchived, path, None, append=False)
         return wire.Response(status.Status.OK, {"version": str(unarchived.number)}, b"")
     try:
-        publisher = metadata.publisher_meta(request.meta)
-        metadata.validate(publisher)
-        publisher = metadata.with_type_default(path, publisher)
-        metadata.validate_store(publisher)
+        publisher = metadata.for_publish(path, metadata.publisher_meta(request.meta))
         expected = metadata.parse_expected_version(
             request.meta.get("expected-version"), append=False
         )
     except InvalidMetadata as exc:
         return bad_request(str(exc))
-    result = await ctx.content.publish(path, request.body, metadata.normalize(publisher), expected)
+    result = await ctx.content.publish(path, request.body, publisher, expected)
     return outcome(result, path, expected, append=False)

@@ -63,6 +63,8 @@ class Build:
         builder = _Builder(docs, self.content, self.lookup.weights, self.workers, self._cancelled)
         built = await asyncio.to_thread(builder.run, self.saved)
         if built is not None:
+            # no index change may run on the backlog's thread while the indexes are swapped
+            await self.content.indexed()
             self.lookup.finish_build(*built, changed=builder.restored < len(docs))
 
     def cancel(self) -> None:

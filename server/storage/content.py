@@ -3,11 +3,9 @@
 This is the one door to stored state: handlers read and write through it and never around it
 (the store and the snapshot are its own). Every write runs on the single writer thread, and its
 result is applied to the snapshot and to every index on the event loop before the response goes
-out, so the next request on any connection sees it. An index with work that needs no index (a
-body's analysis: a ``Prepared`` index) does that half on the writer thread too, given the version
-written and the one it replaces, so the event loop only settles the result. Reads answer on the
-event loop from the snapshot and immutable version files, except verifying a hash chain, which
-reads a whole history and so runs on a reader thread.
+out, so the next request on any connection sees it. Reads answer on the event loop from the
+snapshot and immutable version files, except verifying a hash chain, which reads a whole history
+and so runs on a reader thread.
 """
 
 from __future__ import annotations
@@ -17,14 +15,17 @@ import concurrent.futures
 import dataclasses
 import hashlib
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar
 
 from markproto.protocol.watch import OP_APPEND, OP_ARCHIVE, OP_PUBLISH
 from markproto.server.storage import recovery
+from markproto.server.storage.backlog import Backlog
 from markproto.server.storage.snapshot import Child, CurrentVersion, Snapshot
 from markproto.server.storage.store import (
     Collision,
@@ -53,24 +54,6 @@ class Index(Protocol):
     def remove(self, path: str) -> None: ...
 
 
-@runtime_checkable
-class Prepared(Protocol):
-    """An index whose change has a half that needs no index, done on the writer thread."""
-
-    def prepare(self, path: str, doc: Version | None, old: Version | None) -> object:
-        """Any thread: the change of ``path`` to ``doc`` (None: it leaves the live documents)
-        from ``old`` (the version the index may hold, None when there is none or it is
-        unknown)."""
-        ...
-
-    def settle(self, change: Any) -> None:
-        """The event loop: apply what ``prepare`` returned."""
-        ...
-
-
-Indexes = Iterable[Index | Prepared]
-
-
 @dataclass(frozen=True, slots=True)
 class Changes:
     """What a change scan found on disk that the snapshot did not know."""
@@ -80,6 +63,15 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.updated or self.removed)
+
+
+class WriteTimedOut(Exception):
+    """A write given up on (its request timed out): ``started`` says whether it may have been
+    applied (it was running) or certainly was not (it was still waiting for the writer)."""
+
+    def __init__(self, *, started: bool) -> None:
+        super().__init__("write in progress" if started else "write still waiting")
+        self.started = started
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +121,7 @@ class Content:
     def __init__(
         self,
         store: Store,
-        indexes: Indexes = (),
+        indexes: Iterable[Index] = (),
         cache_bytes: int = 32 << 20,
         verdicts: int = VERDICTS,
     ):
@@ -144,41 +136,51 @@ class Content:
         self.changes = 0
         """Documents changed since the content was opened (writes and scans)."""
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
+        self._queue: list[_Job[Any]] = []
+        self._in_flight = 0
+        """Writes submitted and not yet answered (event loop only)."""
+        self._backlog = Backlog(self._change_indexes, lambda: self._in_flight > 0)
+        self.plain_files = 0
+        """Plain ``.md`` files the startup walk found: files without history, not served."""
+        self._queue_lock = threading.Lock()
         self._reader = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-reader")
 
     @classmethod
     def open(
         cls,
         root: Path,
-        indexes: Indexes = (),
+        indexes: Iterable[Index] = (),
         cache_bytes: int = 32 << 20,
         verdicts: int = VERDICTS,
     ) -> Content:
         """Recover from interrupted writes, then build the snapshot and ``indexes`` in one walk
         (an index built in the background instead is ``attach``-ed later)."""
         content = cls(Store(root), indexes, cache_bytes, verdicts)
-        recovery.recover(content._store.layout)
+        with content._store.exclusive():
+            recovery.recover(content._store.layout)
         for kind, path in content._store.layout.walk():
             if kind == "dir":
                 content._snapshot.add_dir(path)
-                continue
-            version = content._load_logged(path)
-            if version is not None:
+            elif kind == "plain":
+                content.plain_files += 1
+            elif (version := content._load_logged(path)) is not None:
                 content._apply(version)
         return content
 
     @property
     def root(self) -> Path:
-        return self._store.layout.root
+        return self._store.layout.root.path
 
-    def attach(self, index: Index | Prepared) -> None:
+    def attach(self, index: Index) -> None:
         """Keep ``index`` current from now on; building it from the snapshot is its owner's
         business (``current_versions``, ``load``)."""
         self.indexes.append(index)
 
     def close(self) -> None:
+        self._backlog.close()
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
+        self._store.close()
 
     # -- reads (event loop) -----------------------------------------------------------------------
 
@@ -206,7 +208,7 @@ class Content:
         if version is None:
             # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
             # this server serves, consistently across verbs.
-            version = self._store.load_file(current.path, current.file)
+            version = self._store.load_file(current.path, current.number, current.file)
             if version is None:
                 return None
             self._cache.put(version)
@@ -218,7 +220,7 @@ class Content:
         """The current version in full, read from disk and not cached (any thread: a build
         reads every body once)."""
         try:
-            return self._store.load_file(current.path, current.file)
+            return self._store.load_file(current.path, current.number, current.file)
         except Corrupt as exc:
             log.error("not indexing a corrupt version file: %s", exc)
             return None
@@ -257,81 +259,133 @@ class Content:
     async def publish(
         self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
     ) -> Written | Refusal:
-        return await self._write(path, _published, self._store.publish, path, body, meta, expected)
+        return await self._write(OP_PUBLISH, self._store.publish, path, body, meta, expected)
 
     async def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
     ) -> Written | Refusal:
-        return await self._write(path, _appended, self._store.append, path, text, overlay, expected)
+        return await self._write(OP_APPEND, self._store.append, path, text, overlay, expected)
 
     async def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
-        return await self._write(path, _archived, self._store.set_archived, path, archived)
+        return await self._write(OP_ARCHIVE, self._store.set_archived, path, archived)
 
-    async def _write(
-        self,
-        path: str,
-        told: Callable[[T, CurrentVersion | None], Change | None],
-        op: Callable[..., T],
-        *args: object,
-    ) -> T:
-        """``op`` on the writer thread, then its version applied here and the change it made
-        told to the observers (``told``: which one, given the outcome and the version before)."""
-        written: tuple[T, list[object]] = await self._run(self._writing, path, op, *args)
-        outcome, prepared = written
-        version = _written(outcome)
-        if version is not None:
-            before = self._snapshot.get(path)
-            self._apply(version, prepared)
-            change = told(outcome, before)
-            if change is not None:
-                self._tell(change)
+    async def _write(self, op: str, fn: Callable[..., T], *args: object) -> T:
+        """Queue one write for the writer thread, which commits all writes queued meanwhile as
+        one group (`Store.batch`: many clients' writes share one filesystem sync), and apply
+        its result.
+
+        ``op`` is what WATCH is told it was (an archive flag set to false is told as a publish).
+        Cancelled while it waits (the request timed out, or its peer left), it is taken out of
+        the queue and raises `WriteTimedOut` (not applied). Cancelled once the writer took it, it
+        cannot be stopped: it raises `WriteTimedOut` (outcome unknown) and its result is applied
+        whenever it lands, so the snapshot never misses a write the disk has. Cancelled just as
+        it finished, its result counts as if it had not been cancelled at all.
+        """
+        job = _Job(fn, args, concurrent.futures.Future())
+        with self._queue_lock:
+            self._queue.append(job)
+        self._writer.submit(self._drain)
+        self._in_flight += 1
+        try:
+            outcome = await asyncio.wrap_future(job.done)
+        except asyncio.CancelledError:
+            with self._queue_lock:
+                waiting = not job.taken
+                if waiting:
+                    self._queue.remove(job)
+            if waiting:
+                raise WriteTimedOut(started=False) from None
+            if not job.done.done():
+                asyncio.wrap_future(job.done).add_done_callback(partial(self._landed, op))
+                raise WriteTimedOut(started=True) from None
+            outcome = job.done.result()
+        finally:
+            self._in_flight -= 1
+        self._settle(outcome, op)
         return outcome
+
+    def _landed(self, op: str, job: asyncio.Future[Any]) -> None:
+        if not job.cancelled() and job.exception() is None:
+            self._settle(job.result(), op)
+
+    def _settle(self, outcome: object, op: str) -> None:
+        """Apply a write's outcome to the snapshot and the indexes, and tell WATCH of a change."""
+        if isinstance(outcome, Written):
+            self._applied(outcome.version)
+            if outcome.created or op == OP_APPEND:
+                self._tell(_change(outcome.version, op))
+        elif isinstance(outcome, Version):
+            before = self._snapshot.get(outcome.path)
+            self._applied(outcome)
+            if before is None or before.archived != outcome.archived:
+                self._tell(_change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH))
+
+    @property
+    def indexing(self) -> bool:
+        """Whether index work of a burst of writes is still waiting (then await `indexed`)."""
+        return bool(self._backlog)
+
+    async def indexed(self) -> None:
+        """Return once every index is as current as the snapshot: what a reader of an index
+        awaits first (a burst of writes may have held its index work back, see `backlog`)."""
+        await self._backlog.caught_up()
+
+    def _applied(self, version: Version) -> None:
+        """One of this server's writes is done: into the snapshot now, into the indexes now
+        or, during a burst, after it."""
+        self.changes += 1
+        self._snapshot.put(CurrentVersion.of(version))
+        if self._in_flight or self._backlog:
+            self._backlog.hold(version)
+        else:
+            self._change_indexes(version)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
 
-    def _writing(self, path: str, op: Callable[..., T], *args: object) -> tuple[T, list[object]]:
-        """On the writer thread: the write, then each prepared index's half of the change."""
-        prepared = self._prepared()
-        old = self._load_logged(path) if prepared else None
-        outcome = op(*args)
-        version = _written(outcome)
-        if version is None or not prepared:
-            return outcome, []
-        known = self._snapshot.get(path)  # a dict read: safe here, perhaps a write behind
-        if known is not None and (known.file, known.archived) == (version.file, version.archived):
-            return outcome, [None] * len(prepared)  # nothing changed (a no-op write)
-        if isinstance(outcome, Written) and not outcome.created:
-            old = None  # changed behind the server's back: what the index holds is unknown
-        return outcome, self._prepare(path, version, old)
+    def _drain(self) -> None:
+        """Run the queued writes (writer thread): one alone as it is, several in one batch. A
+        write's result is handed back only after the commit that makes it durable."""
+        with self._queue_lock:
+            jobs, self._queue = self._queue, []
+            for job in jobs:
+                job.taken = True
+        if not jobs:
+            return
+        if len(jobs) == 1:
+            jobs[0].run()
+            jobs[0].finish()
+            return
+        try:
+            with self._store.batch():
+                for job in jobs:
+                    job.run()
+        except BaseException as exc:
+            for job in jobs:
+                job.fail(exc)
+            raise
+        for job in jobs:
+            job.finish()
 
-    def _prepared(self) -> list[Prepared]:
-        return [index for index in self.indexes if isinstance(index, Prepared)]
-
-    def _prepare(self, path: str, version: Version | None, old: Version | None) -> list[object]:
-        """Each prepared index's half of ``path`` becoming ``version`` from ``old`` (archived
-        versions are in no index)."""
-        doc = version if version is not None and not version.archived else None
-        was = old if old is not None and not old.archived else None
-        return [index.prepare(path, doc, was) for index in self._prepared()]
-
-    def _apply(self, version: Version, prepared: list[object] | None = None) -> None:
-        """Make ``version`` current in the snapshot and every index (``prepared``: each
-        prepared index's half, done elsewhere; None: do it here)."""
+    def _apply(self, version: Version) -> None:
+        """A version found on disk (startup, change scans): into the snapshot and the indexes,
+        behind held index work if there is any, so changes reach the indexes in order."""
         self.changes += 1
         self._snapshot.put(CurrentVersion.of(version))
-        if prepared is None:
-            prepared = self._prepare(version.path, version, None)
-        changes = iter(prepared)
+        if self._backlog:
+            self._backlog.hold(version)
+        else:
+            self._change_indexes(version)
+
+    def _change_indexes(self, change: Version | str) -> None:
+        """Put a version into every index (remove it, when archived), or remove a path gone."""
         for index in self.indexes:
-            if isinstance(index, Prepared):
-                change = next(changes)
-                if change is not None:
-                    index.settle(change)
-            elif version.archived:
-                index.remove(version.path)
+            if isinstance(change, str):
+                index.remove(change)
+            elif change.archived:
+                index.remove(change.path)
             else:
-                index.put(version)
+                index.put(change)
 
     def _tell(self, change: Change) -> None:
         for observer in self.observers:
@@ -340,15 +394,13 @@ class Content:
             except Exception:
                 log.exception("a change observer failed")
 
-    def _forget(self, path: str, prepared: list[object]) -> None:
+    def _forget(self, path: str) -> None:
         self.changes += 1
         self._snapshot.remove(path)
-        changes = iter(prepared)
-        for index in self.indexes:
-            if isinstance(index, Prepared):
-                index.settle(next(changes))
-            else:
-                index.remove(path)
+        if self._backlog:
+            self._backlog.hold(path)
+        else:
+            self._change_indexes(path)
 
     def _load_logged(self, path: str) -> Version | None:
         try:
@@ -371,95 +423,85 @@ class Content:
 
     def _scan(
         self, known: Mapping[str, tuple[str, bool]]
-    ) -> tuple[dict[str, tuple[Version | None, list[object]]], set[str]]:
+    ) -> tuple[dict[str, Version | None], set[str]]:
         layout = self._store.layout
         seen: set[str] = set()
         dirs: set[str] = set()
-        found: dict[str, Version | None] = {}
+        changed: dict[str, Version | None] = {}
         for kind, path in layout.walk():
             if kind == "dir":
                 dirs.add(path)
+                continue
+            if kind == "plain":
                 continue
             seen.add(path)
             pointer = layout.pointer(path)
             if pointer is None:
                 if path in known:
-                    found[path] = None
+                    changed[path] = None
                 continue
             if path in known and known[path][0] == pointer.file:
                 flag = layout.archive_flag(path)
                 archived = known[path][1]
                 if flag == archived or (flag is None and not archived):
                     continue
-            found[path] = self._load_logged(path)
+            changed[path] = self._load_logged(path)
         for path in known.keys() - seen:
-            found[path] = None
-        changed = {}
-        for path, version in found.items():
-            old = None
-            if path in known and self._prepared():
-                old = self._load_file_logged(path, known[path][0])
-                if old is not None and known[path][1]:
-                    old = dataclasses.replace(old, archived=True)
-            changed[path] = (version, self._prepare(path, version, old))
+            changed[path] = None
         return changed, dirs
 
-    def _apply_scan(
-        self, changed: Mapping[str, tuple[Version | None, list[object]]], dirs: set[str]
-    ) -> Changes:
+    def _apply_scan(self, changed: Mapping[str, Version | None], dirs: set[str]) -> Changes:
         for path in sorted(dirs):
             self._snapshot.add_dir(path)
         for path in self._snapshot.dirs():
             if path not in dirs:
                 self._snapshot.remove_dir(path)
         updated, removed = [], []
-        for path, (version, prepared) in changed.items():
+        for path, version in changed.items():
             before = self._snapshot.get(path)
             if version is None:
-                self._forget(path, prepared)
+                self._forget(path)
                 removed.append(path)
                 if before is not None and not before.archived:
                     self._tell(_change(before, OP_ARCHIVE))
             else:
-                self._apply(version, prepared)
+                self._apply(version)
                 updated.append(path)
                 change = _scanned(before, version)
                 if change is not None:
                     self._tell(change)
         return Changes(tuple(updated), tuple(removed))
 
-    def _load_file_logged(self, path: str, file: str) -> Version | None:
+
+@dataclass(slots=True)
+class _Job(Generic[T]):
+    """One queued write: run on the writer thread, its future settled after the commit."""
+
+    fn: Callable[..., T]
+    args: tuple[Any, ...]
+    done: concurrent.futures.Future[T]
+    taken: bool = False
+    """The writer took it from the queue (under the queue lock): it can no longer be withdrawn."""
+    outcome: tuple[T] | None = None
+    error: BaseException | None = field(default=None)
+
+    def run(self) -> None:
         try:
-            return self._store.load_file(path, file)
-        except Corrupt:
-            return None
+            self.outcome = (self.fn(*self.args),)
+        except Exception as exc:  # a fault of this write only; the others still commit
+            self.error = exc
 
+    def fail(self, exc: BaseException) -> None:
+        self.outcome, self.error = None, self.error or exc
+        self.finish()
 
-def _written(outcome: object) -> Version | None:
-    """The version a write made current, if it made one (a refusal makes none)."""
-    if isinstance(outcome, Written):
-        return outcome.version
-    return outcome if isinstance(outcome, Version) else None
-
-
-def _published(outcome: object, before: CurrentVersion | None) -> Change | None:
-    """PUBLISH tells a watcher of a new version (not of a no-op)."""
-    if isinstance(outcome, Written) and outcome.created:
-        return _change(outcome.version, OP_PUBLISH)
-    return None
-
-
-def _appended(outcome: object, before: CurrentVersion | None) -> Change | None:
-    return _change(outcome.version, OP_APPEND) if isinstance(outcome, Written) else None
-
-
-def _archived(outcome: object, before: CurrentVersion | None) -> Change | None:
-    """ARCHIVE tells of the document hidden, or shown again, when that changed."""
-    if not isinstance(outcome, Version):
-        return None
-    if before is not None and before.archived == outcome.archived:
-        return None
-    return _change(outcome, OP_ARCHIVE if outcome.archived else OP_PUBLISH)
+    def finish(self) -> None:
+        if self.done.done():
+            return
+        if self.outcome is not None:
+            self.done.set_result(self.outcome[0])
+        else:
+            self.done.set_exception(self.error or RuntimeError("write not run"))
 
 
 def _scanned(before: CurrentVersion | None, after: Version) -> Change | None:

@@ -8,17 +8,16 @@ Layout of a document ``/docs/a.md``::
     docs/versions/a.md.v1..    the legacy flat layout: read, and migrated on the next write
 
 This module names and finds; it reads pointers, flags and folder listings but never a version
-file's contents and never writes (that is `store`). Every folder on a document's path must be a
-real folder, not a link.
+file's contents and never writes (that is `store`). Everything goes through `rooted`, so every
+folder on the way is a real folder and no link but a pointer is read, and a pointer is read, not
+followed. A version file is named relative to the root (``docs/versions/a.md/v3``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,12 +25,16 @@ from pathlib import Path
 
 from markproto import durable
 from markproto.protocol import paths
+from markproto.protocol.limits import MAX_SEGMENTS
+from markproto.server.storage.rooted import Folder, Root
 
 log = logging.getLogger("markproto.server.storage.layout")
 
 VERSIONS_DIR = paths.VERSIONS_DIR
 ARCHIVE_FILE = "archived"
 VERSION_NAME = re.compile(r"v([1-9][0-9]*)\Z")
+_FLAG_BYTES = 64
+"""An archive flag is ``true`` or ``false``; past this many bytes it is neither (so archived)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,7 @@ class Pointer:
     number: int
     legacy: bool
     file: str
+    """The current version file, relative to the root."""
 
 
 def modified_of(st: os.stat_result) -> datetime:
@@ -54,51 +58,33 @@ def split_doc_path(path: str) -> tuple[list[str], str]:
     return parts[:-1], parts[-1]
 
 
+def version_parts(path: str) -> list[str]:
+    """The folder of a document's versions (and of its archive flag), as parts below the root."""
+    dirs, name = split_doc_path(path)
+    return [*dirs, VERSIONS_DIR, name]
+
+
 class Layout:
     """The names of one content root."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        if not self.root.is_dir():
-            raise NotADirectoryError(f"content root {root} is not a directory")
-
-    def fs_path(self, path: str) -> str:
-        """The filesystem path of a canonical protocol path (no ``..`` can reach here)."""
-        return os.path.join(self.root, path.lstrip("/")) if path != "/" else str(self.root)
-
-    def is_dir(self, path: str) -> bool:
-        """True for a real directory (not a symlink, not a version store) at ``path``."""
-        if path == "/":
-            return True
-        dirs, name = split_doc_path(path)
-        if name == VERSIONS_DIR or VERSIONS_DIR in dirs:
-            return False
-        return self._real_dir(path)
-
-    def _real_dir(self, path: str) -> bool:
-        current = str(self.root)
-        for part in path.strip("/").split("/"):
-            current = os.path.join(current, part)
-            try:
-                st = os.lstat(current)
-            except OSError:
-                return False
-            if not stat.S_ISDIR(st.st_mode):
-                return False
-        return True
+        self.root = Root(root)
 
     def pointer(self, path: str) -> Pointer | None:
         """Read a document's current pointer; None unless it is a well-formed pointer of ours."""
         dirs, name = split_doc_path(path)
         if VERSIONS_DIR in dirs or name == VERSIONS_DIR:
             return None
-        parent = "/" + "/".join(dirs)
-        if dirs and not self._real_dir(parent):
+        folder = self.root.folder(dirs)
+        if folder is None:
             return None
-        link = self.fs_path(path)
-        try:
-            target = os.readlink(link)
-        except OSError:
+        with folder:
+            return self.read_pointer(folder, name)
+
+    def read_pointer(self, folder: Folder, name: str) -> Pointer | None:
+        """The pointer ``name`` in an open folder (see `pointer`)."""
+        target = folder.readlink(name)
+        if target is None:
             return None
         prefix = f"{VERSIONS_DIR}/{name}"
         if target.startswith(prefix + "/"):
@@ -106,79 +92,108 @@ class Layout:
         elif target.startswith(prefix + "."):
             legacy, rest = True, target[len(prefix) + 1 :]
         else:
-            return None
+            legacy, rest = False, ""
         matched = VERSION_NAME.match(rest)
         if matched is None:
+            self.root.refuse(folder.name(name), f"a link to {target!r}, not to a version of it")
             return None
-        return Pointer(int(matched.group(1)), legacy, os.path.join(os.path.dirname(link), target))
+        return Pointer(int(matched.group(1)), legacy, folder.name(target))
 
     def pointer_target(self, path: str, number: int) -> str:
         """What the pointer of ``path`` holds when version ``number`` is current."""
         return f"{VERSIONS_DIR}/{split_doc_path(path)[1]}/v{number}"
 
-    def version_dir(self, path: str) -> str:
-        """The folder of a document's versions (and of its archive flag)."""
-        dirs, name = split_doc_path(path)
-        return os.path.join(self.fs_path("/" + "/".join(dirs)), VERSIONS_DIR, name)
-
     def version_file(self, path: str, number: int, legacy: bool = False) -> str:
+        """Version ``number`` of ``path``, relative to the root."""
+        parts = version_parts(path)
         if legacy:
-            return f"{self.version_dir(path)}.v{number}"
-        return os.path.join(self.version_dir(path), f"v{number}")
+            parts[-1] += f".v{number}"
+        else:
+            parts.append(f"v{number}")
+        return "/".join(parts)
 
-    def archive_file(self, path: str) -> str:
-        return os.path.join(self.version_dir(path), ARCHIVE_FILE)
-
-    def version_files(self, path: str, legacy: bool) -> Iterator[tuple[int, str]]:
-        """Every version file of ``path`` in one layout, as (number, file), in no order."""
+    def versions(self, path: str, legacy: bool) -> list[tuple[int, str, os.stat_result]]:
+        """Every version file of ``path`` in one layout that is a regular file, as (number, file,
+        status), in no order."""
+        parts = version_parts(path)
+        stem = ""
         if legacy:
-            folder, stem = os.path.split(self.version_dir(path) + ".v")
-            with contextlib.suppress(OSError), os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name.startswith(stem):
-                        matched = VERSION_NAME.match("v" + entry.name[len(stem) :])
-                        if matched:
-                            yield int(matched.group(1)), entry.path
-            return
-        with contextlib.suppress(OSError), os.scandir(self.version_dir(path)) as entries:
-            for entry in entries:
-                matched = VERSION_NAME.match(entry.name)
-                if matched:
-                    yield int(matched.group(1)), entry.path
+            stem = parts.pop() + "."
+        folder = self.root.folder(parts)
+        if folder is None:
+            return []
+        found = []
+        with folder:
+            for entry in folder.entries():
+                if not entry.name.startswith(stem):
+                    continue
+                matched = VERSION_NAME.match(entry.name[len(stem) :])
+                st = folder.regular(entry.name) if matched else None
+                if matched and st is not None:
+                    found.append((int(matched.group(1)), folder.name(entry.name), st))
+        return found
 
     def archive_flag(self, path: str) -> bool | None:
         """The archive flag's verdict, or None without one (then the version file's
         ``archived:`` line decides, as the old reference store rewrote it in place)."""
-        try:
-            with open(self.archive_file(path), "rb") as f:
-                return f.read().strip() != b"false"
-        except (FileNotFoundError, NotADirectoryError):
+        folder = self.root.folder(version_parts(path))
+        if folder is None:
             return None
+        with folder:
+            try:
+                data, _ = folder.read(ARCHIVE_FILE, _FLAG_BYTES)
+            except OSError:
+                return None
+        return data.strip() != b"false"
 
     def walk(self) -> Iterator[tuple[str, str]]:
-        """Yield ``("dir", path)`` for every directory and ``("doc", path)`` for every pointer.
+        """Yield ``("dir", path)`` for every directory, ``("doc", path)`` for every pointer and
+        ``("plain", path)`` for every plain ``.md`` file outside hidden folders (not a document:
+        it has no history).
 
         Names starting with ``.`` are walked (``/.well-known``) but temporary files are not; the
-        ``versions`` directories are the store's own and never appear.
+        ``versions`` directories are the store's own and never appear, nor do folders too deep
+        to hold a document (`MAX_SEGMENTS`) or links where a folder could be.
         """
-        stack = ["/"]
-        while stack:
-            path = stack.pop()
-            yield "dir", path
-            try:
-                entries = list(os.scandir(self.fs_path(path)))
-            except OSError as exc:
-                log.warning("cannot read directory %s: %s", path, exc)
+        top = self.root.folder(())
+        assert top is not None
+        with top:
+            yield from self._walk(top, "/", 0)
+
+    def _walk(self, folder: Folder, path: str, depth: int) -> Iterator[tuple[str, str]]:
+        yield "dir", path
+        try:
+            entries = sorted(folder.entries(), key=lambda e: e.name)
+        except OSError as exc:
+            log.warning("cannot read directory %s: %s", path, exc)
+            return
+        subfolders = []
+        for entry in entries:
+            name = entry.name
+            if name == VERSIONS_DIR or durable.TMP_NAME.match(name) or not _is_utf8(name):
                 continue
-            for entry in sorted(entries, key=lambda e: e.name, reverse=True):
-                name = entry.name
-                if name == VERSIONS_DIR or durable.TMP_NAME.match(name) or not _is_utf8(name):
-                    continue
-                child = ("" if path == "/" else path) + "/" + name
-                if entry.is_symlink():
-                    yield "doc", child
-                elif entry.is_dir(follow_symlinks=False):
-                    stack.append(child)
+            child = ("" if path == "/" else path) + "/" + name
+            if entry.is_symlink():
+                yield "doc", child
+            elif entry.is_dir(follow_symlinks=False):
+                subfolders.append((name, child))
+            elif _plain_markdown(entry, child):
+                yield "plain", child
+        for name, child in subfolders:
+            if depth + 1 >= MAX_SEGMENTS:
+                self.root.refuse(folder.name(name), f"deeper than {MAX_SEGMENTS} segments")
+                continue
+            sub = folder.child(name)
+            if sub is not None:
+                with sub:
+                    yield from self._walk(sub, child, depth + 1)
+
+
+def _plain_markdown(entry: os.DirEntry[str], path: str) -> bool:
+    """A regular ``.md`` file outside hidden folders: what `mark-server import` makes a document."""
+    if not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+        return False
+    return not any(part.startswith(".") for part in path.split("/"))
 
 
 def _is_utf8(name: str) -> bool:

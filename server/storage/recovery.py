@@ -4,26 +4,31 @@ A version is acknowledged only once the document's pointer names it, so everythi
 does not reach may go: temporary files, version files numbered above the pointer, legacy twins of
 files a finished migration already moved, and version folders that no pointer leads to (an
 interrupted first write). Runs before the server serves anything; change scans never delete.
+Every folder is opened through `rooted`, so a link never leads recovery out of the root: a link
+with a temporary's name is removed itself, and a linked folder is never entered.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
+import stat
 
 from markproto import durable
 from markproto.server.storage.layout import ARCHIVE_FILE, VERSION_NAME, VERSIONS_DIR, Layout
+from markproto.server.storage.rooted import Folder, same_file
 
 log = logging.getLogger("markproto.server.storage.recovery")
 
 
 def recover(layout: Layout) -> list[str]:
-    """Clean every folder of a content root; return the files removed."""
+    """Clean every folder of a content root; return the files removed (relative to the root)."""
     removed: list[str] = []
     for kind, path in list(layout.walk()):
         if kind == "dir":
-            removed += _folder(layout, path)
+            folder = layout.root.folder([part for part in path.split("/") if part])
+            if folder is not None:
+                with folder:
+                    removed += _folder(layout, path, folder)
     return removed
 
 
@@ -31,40 +36,43 @@ def _child(folder: str, name: str) -> str:
     return ("" if folder == "/" else folder) + "/" + name
 
 
-def _folder(layout: Layout, path: str) -> list[str]:
-    removed: list[str] = []
-    folder = layout.fs_path(path)
-    try:
-        names = os.listdir(folder)
-    except OSError:
+def _folder(layout: Layout, path: str, folder: Folder) -> list[str]:
+    names = _names(folder)
+    removed = [f for name in names if durable.TMP_NAME.match(name) for f in _remove(folder, name)]
+    vroot = folder.child(VERSIONS_DIR)
+    if vroot is None:
         return removed
-    removed += [f for name in names if durable.TMP_NAME.match(name) for f in _remove(folder, name)]
-    vroot = os.path.join(folder, VERSIONS_DIR)
-    if not os.path.isdir(vroot) or os.path.islink(vroot):
-        return removed
-    for name in os.listdir(vroot):
-        full = os.path.join(vroot, name)
-        if durable.TMP_NAME.match(name):
-            removed += _remove(vroot, name)
-        elif os.path.isdir(full) and not os.path.islink(full):
-            removed += _history(layout, _child(path, name), full)
-    for name in os.listdir(vroot):
-        stem, dot, rest = name.rpartition(".v")
-        if not dot or not VERSION_NAME.match("v" + rest):
-            continue
-        pointer = layout.pointer(_child(path, stem))
-        twin = os.path.join(vroot, stem, "v" + rest)
-        migrated = pointer is not None and not pointer.legacy and os.path.exists(twin)
-        if migrated and os.path.samefile(twin, os.path.join(vroot, name)):
-            removed += _remove(vroot, name)
+    with vroot:
+        for entry in vroot.entries():
+            name = entry.name
+            if durable.TMP_NAME.match(name):
+                removed += _remove(vroot, name)
+            elif entry.is_dir(follow_symlinks=False):
+                vdir = vroot.child(name)
+                if vdir is not None:
+                    with vdir:
+                        removed += _history(layout, _child(path, name), vroot, vdir)
+        for name in _names(vroot):
+            stem, dot, rest = name.rpartition(".v")
+            if not dot or not VERSION_NAME.match("v" + rest):
+                continue
+            pointer = layout.pointer(_child(path, stem))
+            if pointer is None or pointer.legacy:
+                continue
+            twins = vroot.child(stem)
+            if twins is not None:
+                with twins:
+                    migrated = same_file(twins.lstat("v" + rest), vroot.lstat(name))
+                if migrated:
+                    removed += _remove(vroot, name)
     return removed
 
 
-def _history(layout: Layout, doc: str, vdir: str) -> list[str]:
+def _history(layout: Layout, doc: str, vroot: Folder, vdir: Folder) -> list[str]:
     """One document's version folder: strays above its pointer, or all of it without one."""
     removed: list[str] = []
     pointer = layout.pointer(doc)
-    for entry in os.listdir(vdir):
+    for entry in _names(vdir):
         if durable.TMP_NAME.match(entry):
             removed += _remove(vdir, entry)
             continue
@@ -74,19 +82,33 @@ def _history(layout: Layout, doc: str, vdir: str) -> list[str]:
         if pointer is None or (not pointer.legacy and int(matched.group(1)) > pointer.number):
             removed += _remove(vdir, entry)
     if pointer is None:
-        if os.path.exists(os.path.join(vdir, ARCHIVE_FILE)):
+        if vdir.lstat(ARCHIVE_FILE) is not None:
             removed += _remove(vdir, ARCHIVE_FILE)
-        with contextlib.suppress(OSError):
-            os.rmdir(vdir)
+        try:
+            vroot.rmdir(vdir.path.rsplit("/", 1)[-1])
+        except OSError:
+            pass
+        else:
+            vroot.fsync()
     if removed:
-        durable.fsync_dir(vdir if os.path.isdir(vdir) else os.path.dirname(vdir))
+        vdir.fsync()
     return removed
 
 
-def _remove(folder: str, name: str) -> list[str]:
-    file = os.path.join(folder, name)
+def _names(folder: Folder) -> list[str]:
     try:
-        os.unlink(file)
+        return [entry.name for entry in folder.entries()]
+    except OSError:
+        return []
+
+
+def _remove(folder: Folder, name: str) -> list[str]:
+    file = folder.name(name)
+    st = folder.lstat(name)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return []  # a folder with a temporary's name is nobody's write: left alone
+    try:
+        folder.unlink(name)
     except OSError as exc:
         log.warning("recovery could not remove %s: %s", file, exc)
         return []

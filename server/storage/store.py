@@ -13,18 +13,28 @@ crash at any instant leaves the old pointer and a stray file, or the new pointer
 version; ``recovery`` removes the strays at startup. Reads are lock-free: version files never
 change once linked.
 
-This module and `layout` are the only ones that touch the content root. It is synchronous; the
-server runs writes on one worker thread, so there is one writer.
+Reading is liberal (`storefmt.read_version`): every shape an earlier reference release wrote is
+served, and what a file says that is not understood is logged once per file. Writing is strict
+and byte-exact to the newest format.
+
+This module and `layout` are the only ones that touch the content root, and both do it through
+`rooted`: every folder is opened one real folder at a time below the root and every name relative
+to an open folder, so no write lands and no read comes from outside the root, whatever links the
+tree holds. It is synchronous. Every write holds `exclusive`, the root's write lock (a thread
+lock plus ``flock`` on the root's descriptor), so writers in one process and in others
+(`mark-server import` beside a server) take turns; `batch` group-commits the writes made inside
+it with one filesystem sync.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import fcntl
+import logging
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -32,18 +42,24 @@ from pathlib import Path
 from markproto import durable
 from markproto.protocol import bodies, digests, metadata, paths, status, storefmt
 from markproto.protocol.errors import InvalidMetadata, StoreFormatError
-from markproto.protocol.limits import MAX_BODY
+from markproto.protocol.limits import MAX_BODY, STORED_FILE_MAX
 from markproto.server.storage.layout import (
+    ARCHIVE_FILE,
+    VERSION_NAME,
     VERSIONS_DIR,
     Layout,
     Pointer,
     modified_of,
     split_doc_path,
+    version_parts,
 )
+from markproto.server.storage.rooted import Folder, same_file
+
+log = logging.getLogger("markproto.server.storage.store")
 
 
 class Corrupt(Exception):
-    """A version file on disk breaks the strict grammar; it is never served or built upon."""
+    """A version file on disk cannot be served (it is over the size limit); never built upon."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +140,54 @@ class Store:
 
     def __init__(self, root: Path) -> None:
         self.layout = Layout(root)
-        self._write_lock = threading.Lock()
+        self.root = self.layout.root
+        self._write_lock = threading.RLock()
+        self._locked = 0
+        self._pending: dict[str, _Pending] | None = None
+        """Pointer swaps a batch holds back until its commit (None outside a batch)."""
+        self._noted: set[str] = set()
+        """Version files whose unread lines were logged: each is reported once."""
+
+    def close(self) -> None:
+        """Release the root's descriptor (a second close does nothing)."""
+        self.root.close()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the content root's write lock: this thread's lock and, for other processes on
+        the same root (``mark-server import`` beside a running server), ``flock`` on the root's
+        descriptor. Every write takes it; so does startup recovery, which must not take another
+        process's half-finished write for debris."""
+        with self._write_lock:
+            if not self._locked:
+                fcntl.flock(self.root.fd, fcntl.LOCK_EX)
+            self._locked += 1
+            try:
+                yield
+            finally:
+                self._locked -= 1
+                if not self._locked:
+                    fcntl.flock(self.root.fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group commit: the writes inside create their version files without fsync and hold
+        back their pointer swaps; the exit makes all of them durable with one filesystem sync,
+        then swaps the pointers, then syncs again. A crash before the swaps leaves files no
+        pointer names (recovery removes them), so a write is still current only once durable.
+        A second write to a path the batch holds commits what came before it first."""
+        with self.exclusive():
+            if self._pending is not None:
+                yield
+                return
+            self._pending = {}
+            try:
+                yield
+            finally:
+                try:
+                    self._commit()
+                finally:
+                    self._pending = None
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -143,26 +206,29 @@ class Store:
         else:
             file = self.layout.version_file(path, number, pointer.legacy)
         try:
-            data, st = read_file(file)
+            data, st = self._read(file)
         except OSError:
             return None
-        return self._version(path, file, data, st, current=number is None)
+        return self._version(path, number or pointer.number, file, data, st, current=number is None)
 
-    def load_file(self, path: str, file: str) -> Version | None:
+    def load_file(self, path: str, number: int, file: str) -> Version | None:
         """One known version file of ``path`` (its in-file archived line, no flag lookup)."""
         try:
-            data, st = read_file(file)
+            data, st = self._read(file)
         except OSError:
             return None
-        return self._version(path, file, data, st, current=False)
+        return self._version(path, number, file, data, st, current=False)
 
     def _version(
-        self, path: str, file: str, data: bytes, st: os.stat_result, *, current: bool
+        self, path: str, number: int, file: str, data: bytes, st: os.stat_result, *, current: bool
     ) -> Version:
         try:
-            parsed = storefmt.parse_version(data)
+            parsed, notes = storefmt.read_version(data, number)
         except StoreFormatError as exc:
             raise Corrupt(f"{path}: {file}: {exc}") from exc
+        if notes and file not in self._noted:
+            self._noted.add(file)
+            log.warning("%s v%d (%s): %s", path, number, file, "; ".join(notes))
         archived = parsed.archived
         if current:
             flag = self.layout.archive_flag(path)
@@ -185,14 +251,8 @@ class Store:
         if pointer is None:
             return None
         found: list[tuple[int, str, datetime]] = []
-        for number, file in self.layout.version_files(path, pointer.legacy):
-            if number > pointer.number:
-                continue  # an unacknowledged leftover; recovery removes it
-            try:
-                st = os.lstat(file)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
+        for number, file, st in self.layout.versions(path, pointer.legacy):
+            if number <= pointer.number:  # above it: an unacknowledged leftover, for recovery
                 found.append((number, file, modified_of(st)))
         if not found:
             return None
@@ -202,7 +262,11 @@ class Store:
 
     def chain_valid(self, history: History) -> bool:
         """Verify the hash chain over a history's (ascending, surviving) version files."""
-        return storefmt.chain_valid([read_file(file)[0] for file in history.files])
+        numbers = [entry.version for entry in history.entries]
+        return storefmt.chain_valid([self._read(file)[0] for file in history.files], numbers)
+
+    def _read(self, file: str) -> tuple[bytes, os.stat_result]:
+        return self.root.read(file, STORED_FILE_MAX)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -214,43 +278,60 @@ class Store:
         dirs, name = split_doc_path(path)
         if any(durable.TMP_NAME.match(part) for part in (*dirs, name)):
             return Collision(status.temporary_name(path))
-        current = str(self.layout.root)
+        folder = self.root.folder(())
+        assert folder is not None
         walked = ""
         for part in dirs:
-            current = os.path.join(current, part)
             walked += "/" + part
-            try:
-                st = os.lstat(current)
-            except FileNotFoundError:
-                return None
-            if stat.S_ISLNK(st.st_mode):
-                return Collision(status.document_above(walked))
-            if not stat.S_ISDIR(st.st_mode):
-                return Collision(status.not_a_directory(walked))
-        return self._foreign(path)
+            with folder:
+                st = folder.lstat(part)
+                if st is None:
+                    return None
+                if stat.S_ISLNK(st.st_mode):
+                    if self.layout.read_pointer(folder, part) is not None:
+                        return Collision(status.document_above(walked))
+                    return Collision(status.not_a_directory(walked))
+                child = folder.child(part) if stat.S_ISDIR(st.st_mode) else None
+                if child is None:
+                    return Collision(status.not_a_directory(walked))
+            folder = child
+        with folder:
+            return self._foreign(folder, path, name)
 
-    def _foreign(self, path: str) -> Collision | None:
-        """Something at ``path`` that is not a document of ours (a folder, a file, a link)."""
-        try:
-            st = os.lstat(self.layout.fs_path(path))
-        except FileNotFoundError:
-            return None
-        if stat.S_ISDIR(st.st_mode):
+    def _foreign(self, folder: Folder, path: str, name: str) -> Collision | None:
+        """Something at ``path`` (``name`` in its open parent ``folder``) that is not a document
+        of ours: a folder, a file, a link that is not a pointer, or a history folder that is not a
+        real folder (a link there could lead the write out of the root)."""
+        st = folder.lstat(name)
+        if st is not None and stat.S_ISDIR(st.st_mode):
             return Collision(status.is_a_directory(path))
-        if not stat.S_ISLNK(st.st_mode) or self.layout.pointer(path) is None:
+        if st is not None and (
+            not stat.S_ISLNK(st.st_mode) or self.layout.read_pointer(folder, name) is None
+        ):
+            return Collision(status.not_versioned(path))
+        if folder.blocked([VERSIONS_DIR, name]):
             return Collision(status.not_versioned(path))
         return None
 
     def publish(
-        self, path: str, body: bytes, meta: Mapping[str, str], expected: int | None
+        self,
+        path: str,
+        body: bytes,
+        meta: Mapping[str, str],
+        expected: int | None,
+        *,
+        adopt: bool = False,
     ) -> Written | Refusal:
         """Write a new version of ``path`` (SPEC PUBLISH, store checks in the reference's order:
-        conflict, archived, no-op, write)."""
+        conflict, archived, no-op, write). With ``adopt``, a plain file at ``path`` holding
+        exactly ``body`` becomes version 1 of a document in place (an import of a root into
+        itself) instead of being refused."""
         if len(body) > MAX_BODY:
             return TooLarge()
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self.collision(path)
-            if refused is not None:
+            if refused is not None and not (adopt and self._adoptable(path, body, refused)):
                 return refused
             current = self.load(path)
             number = current.number if current else 0
@@ -268,7 +349,8 @@ class Store:
     ) -> Written | Refusal:
         """Append ``text`` to the current body (SPEC APPEND): a newline is added only when the
         current body lacks one; metadata is the base version's, overlaid, without retention."""
-        with self._write_lock:
+        with self.exclusive():
+            self._settle(path)
             refused = self.collision(path)
             if refused is not None:
                 return refused
@@ -295,8 +377,14 @@ class Store:
 
     def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         """Archive or unarchive the current version without touching any version file."""
-        with self._write_lock:
-            refused = self._foreign(path)
+        with self.exclusive():
+            self._settle(path)
+            dirs, name = split_doc_path(path)
+            parent = self.root.folder(dirs)
+            if parent is None:
+                return Missing()
+            with parent:
+                refused = self._foreign(parent, path, name)
             if refused is not None:
                 return refused
             current = self.load(path)
@@ -308,7 +396,10 @@ class Store:
             if pointer is not None and pointer.legacy:
                 self._migrate(path, pointer)
             # Written both ways: "false" also overrides an old store's in-file "archived: true".
-            durable.replace(self.layout.archive_file(path), b"true\n" if archived else b"false\n")
+            # A link planted at the flag's name is replaced, never written through.
+            with self.root.make(version_parts(path)) as vdir:
+                flag = b"true\n" if archived else b"false\n"
+                durable.replace(ARCHIVE_FILE, flag, dir_fd=vdir.fd)
             version = self.load(path)
             assert version is not None
             return version
@@ -324,19 +415,25 @@ class Store:
             previous = digests.hash_ref_of_hex(current.etag)
         number = current.number + 1 if current else 1
         data = storefmt.emit_version(number, previous, meta, body)
-        self._make_dirs(path)
-        final = self.layout.version_file(path, number)
-        try:
-            durable.link_new(final, data)
-        except FileExistsError:
-            return Conflict(current.number if current else 0)
-        self._swap_pointer(path, number)
-        pruned = self._prune(path, number, metadata.retention(meta))
+        final = f"v{number}"
+        sync = self._pending is None
+        with self.root.make(version_parts(path), sync=sync) as vdir:
+            try:
+                durable.link_new(final, data, sync=sync, dir_fd=vdir.fd)
+            except FileExistsError:
+                return Conflict(current.number if current else 0)
+            st = os.stat(final, dir_fd=vdir.fd, follow_symlinks=False)
+            pruned = self._doomed(vdir, number, metadata.retention(meta))
+            if self._pending is None:
+                self._swap_pointer(path, number)
+                self._prune(vdir, pruned)
+            else:
+                self._pending[path] = _Pending(number, pruned)
         version = Version(
             path=path,
             number=number,
-            file=final,
-            modified=modified_of(os.stat(final)),
+            file=self.layout.version_file(path, number),
+            modified=modified_of(st),
             archived=False,
             meta=dict(meta),
             body=body,
@@ -345,58 +442,91 @@ class Store:
         )
         return Written(version, created=True, pruned=pruned)
 
-    def _make_dirs(self, path: str) -> None:
-        """Create the document's folder chain and version folder."""
-        dirs, name = split_doc_path(path)
-        durable.make_dirs(str(self.layout.root), [*dirs, VERSIONS_DIR, name])
+    def _settle(self, path: str) -> None:
+        """Commit the batch first if it holds a write of ``path``: what follows reads it."""
+        if self._pending and path in self._pending:
+            self._commit()
 
-    def _swap_pointer(self, path: str, number: int) -> None:
+    def _commit(self) -> None:
+        """Make the batch's writes durable, then current (see `batch`)."""
+        if not self._pending:
+            return
+        durable.sync_filesystem("", dir_fd=self.root.fd)
+        for path, pending in self._pending.items():
+            self._swap_pointer(path, pending.number, sync=False)
+            if pending.doomed:
+                with self.root.make(version_parts(path), sync=False) as vdir:
+                    self._prune(vdir, pending.doomed, sync=False)
+        self._pending.clear()
+        durable.sync_filesystem("", dir_fd=self.root.fd)
+
+    def _adoptable(self, path: str, body: bytes, refused: Collision) -> bool:
+        """Whether the refusal is only a plain regular file at ``path`` that holds ``body``."""
+        if refused.reason != status.not_versioned(path):
+            return False
+        try:
+            data, _ = self.root.read(path.lstrip("/"), MAX_BODY)
+        except OSError:
+            return False
+        return data == body
+
+    def _swap_pointer(self, path: str, number: int, *, sync: bool = True) -> None:
         """Make version ``number`` current: the moment a write is acknowledged."""
-        durable.swap_symlink(self.layout.fs_path(path), self.layout.pointer_target(path, number))
+        dirs, name = split_doc_path(path)
+        with self.root.make(dirs, sync=sync) as parent:
+            durable.swap_symlink(
+                name, self.layout.pointer_target(path, number), sync=sync, dir_fd=parent.fd
+            )
 
     def _migrate(self, path: str, pointer: Pointer) -> None:
         """Move a legacy flat history into the per-document layout, crash-safely: link every file
-        into the new folder, fsync, swap the pointer, then remove the old names."""
-        self._make_dirs(path)
-        legacy = list(self.layout.version_files(path, legacy=True))
-        for number, file in legacy:
-            if number > pointer.number:
-                continue
-            twin = self.layout.version_file(path, number)
-            if os.path.lexists(twin) and not os.path.samefile(twin, file):
-                os.unlink(twin)  # a stray of an interrupted migration, never acknowledged
-            with contextlib.suppress(FileExistsError):
-                os.link(file, twin)
-        vdir = self.layout.version_dir(path)
-        durable.fsync_dir(vdir)
-        self._swap_pointer(path, pointer.number)
-        for _, file in legacy:
-            os.unlink(file)
-        durable.fsync_dir(os.path.dirname(vdir))
+        into the new folder, fsync, swap the pointer, then remove the old names. Only regular
+        files move (a link among them is left behind, refused)."""
+        *parts, name = version_parts(path)
+        legacy = [
+            (number, file.rsplit("/", 1)[1])
+            for number, file, _ in self.layout.versions(path, legacy=True)
+        ]
+        with self.root.make(parts) as versions, versions.make(name) as vdir:
+            for number, old in legacy:
+                if number > pointer.number:
+                    continue
+                twin = f"v{number}"
+                if not same_file(vdir.lstat(twin), versions.lstat(old)):
+                    with contextlib.suppress(FileNotFoundError):
+                        vdir.unlink(twin)  # a stray of an interrupted migration, unacknowledged
+                with contextlib.suppress(FileExistsError):
+                    os.link(
+                        old, twin, src_dir_fd=versions.fd, dst_dir_fd=vdir.fd, follow_symlinks=False
+                    )
+            vdir.fsync()
+            self._swap_pointer(path, pointer.number)
+            for _, old in legacy:
+                versions.unlink(old)
+            versions.fsync()
 
-    def _prune(self, path: str, newest: int, keep: int | None) -> tuple[int, ...]:
+    def _doomed(self, vdir: Folder, newest: int, keep: int | None) -> tuple[int, ...]:
+        """The versions ``retention: keep`` removes once ``newest`` is current."""
         if keep is None:
             return ()
-        stored = self.layout.version_files(path, legacy=False)
-        numbers = sorted(n for n, _ in stored if n <= newest)
-        doomed = numbers[: max(0, len(numbers) - keep)]
+        numbers = []
+        for entry in vdir.entries():
+            matched = VERSION_NAME.match(entry.name)
+            if matched and int(matched.group(1)) <= newest:
+                numbers.append(int(matched.group(1)))
+        numbers.sort()
+        return tuple(numbers[: max(0, len(numbers) - keep)])
+
+    def _prune(self, vdir: Folder, doomed: tuple[int, ...], *, sync: bool = True) -> None:
         for number in doomed:
-            os.unlink(self.layout.version_file(path, number))
-        if doomed:
-            durable.fsync_dir(self.layout.version_dir(path))
-        return tuple(doomed)
+            vdir.unlink(f"v{number}")
+        if doomed and sync:
+            vdir.fsync()
 
 
-def read_file(file: str) -> tuple[bytes, os.stat_result]:
-    """Read one version file, refusing anything that is not a regular file."""
-    fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", file)
-        chunks = []
-        while chunk := os.read(fd, max(st.st_size, 65536)):
-            chunks.append(chunk)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A batched write waiting for its commit: the version to make current, what to prune."""
+
+    number: int
+    doomed: tuple[int, ...]

@@ -1,5 +1,7 @@
-"""Fuzzing at length: over a million Hypothesis inputs across the request parser and the
-version-file parser (nothing but ``ProtocolError`` subclasses may escape), then random and mutated
+"""Fuzzing at length: over a million Hypothesis inputs across every parser of untrusted bytes
+(requests, version files, responses and their bodies, WATCH streams: nothing but
+``ProtocolError`` subclasses may escape; markdown bodies: the section splitter and link extraction
+raise nothing), then random and mutated
 requests against the live server, each answer required to parse as a well-formed response.
 
 The parser inputs (`reliability.fuzzing`) are random bytes and valid requests / version files
@@ -26,7 +28,17 @@ from pathlib import Path
 
 import perfkit
 from hypothesis import HealthCheck, Phase, given, seed, settings
-from reliability.fuzzing import REQUESTS, VERSION_FILES, fuzz_live
+from reliability.fuzzing import (
+    MARKDOWN,
+    REQUESTS,
+    RESPONSES,
+    VERSION_FILES,
+    WATCH_STREAMS,
+    fuzz_live,
+    read_markdown,
+    read_response,
+    read_stream,
+)
 from support.quicclient import connect
 
 from markproto.protocol import storefmt, wire
@@ -37,6 +49,9 @@ TOKEN = "bench-fuzz-token"
 TARGETS = {
     "wire.parse_request": (REQUESTS, wire.parse_request),
     "storefmt.parse_version": (VERSION_FILES, storefmt.parse_version),
+    "wire.parse_response + bodies.parse_*": (RESPONSES, read_response),
+    "watch.WatchReader": (WATCH_STREAMS, read_stream),
+    "mdoutline.headings + links.extract": (MARKDOWN, read_markdown),
 }
 
 

@@ -79,7 +79,7 @@ def main() -> None:
         + f".\nServer RSS: {mib[0]:.1f} MiB at the start, max {max(mib):.1f} MiB, max over the"
         f" last third {max(mib[-third:]):.1f} MiB against {max(mib[:third]):.1f} MiB over the"
         f" first third, {mib[-1]:.1f} MiB at the end. After the load: {stats['connections']}"
-        f" connections, partials {stats['partials']}, running {stats['running']}."
+        f" connections, partial {stats['partial']}, running {stats['running']}."
     )
     print(text)
     print(summary)

@@ -7,6 +7,7 @@ Not a benchmark itself (no ``bench_`` prefix): `run` never executes it directly.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import io
 import math
@@ -151,9 +152,11 @@ def _child_main(
     log_level: str,
     patches: dict[str, object],
     log_file: str,
+    pinned: bool,
     pipe: Connection,
 ) -> None:
-    pin(SERVER_CPU)
+    if pinned:
+        pin(SERVER_CPU)
     for target, value in patches.items():
         module, _, name = target.rpartition(".")
         setattr(importlib.import_module(module), name, value)
@@ -183,19 +186,8 @@ def _child_main(
 
 
 def _stats(app: Any) -> dict[str, int]:
-    """What the transport keeps per connection and per stream, summed over connections."""
-    server = app.server
-    conns = list(server._connections)
-    return {
-        "connections": len(conns),
-        "partials": sum(len(c._partials) for c in conns),
-        "running": sum(len(c._running) for c in conns),
-        "discarding": sum(len(c._discarding) for c in conns),
-        "quic_streams": sum(len(c._quic._streams) for c in conns),
-        "quic_queue": sum(len(c._quic._streams_queue) for c in conns),
-        "buffered": server._buffered,
-        "rss": rss_bytes(os.getpid()),
-    }
+    """What the transport holds (`MarkServer.usage`, summed over connections) and the RSS."""
+    return {**dataclasses.asdict(app.server.usage()), "rss": rss_bytes(os.getpid())}
 
 
 @contextmanager
@@ -204,6 +196,7 @@ def child_server(
     *,
     log_level: str = "info",
     patches: dict[str, object] | None = None,
+    pinned: bool = True,
     tokens: Path | None = None,
     **settings: object,
 ) -> Iterator[Child]:
@@ -213,6 +206,8 @@ def child_server(
     part of what is measured. ``info+requests`` is INFO with a record for every request. The
     rate limiter is off unless ``rate_limit`` is given. ``patches`` sets module attributes in the
     server process before it starts (``{"package.module.NAME": value}``), to measure a variant.
+    ``pinned=False`` lets the system place the server (on a machine others share, a pinned server
+    waits for its CPU while the other may be free).
     """
     state = Path(tempfile.mkdtemp(prefix="bench-state-"))
     options: dict[str, Any] = {
@@ -230,7 +225,7 @@ def child_server(
     parent, end = context.Pipe()
     proc = context.Process(
         target=_child_main,
-        args=(options, log_level, patches or {}, str(state / "server.log"), end),
+        args=(options, log_level, patches or {}, str(state / "server.log"), pinned, end),
         daemon=False,  # a daemonic process may not start the index build's worker processes
     )
     proc.start()

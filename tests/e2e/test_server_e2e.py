@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from support import exchange
 from support.exchange import Remote
+from support.quicclient import connect
 from support.server import WRITE_TOKEN, RunningServer, TokenSpec, running_server, write_tokens
 
 from markproto.client.connection import Pool
@@ -215,6 +216,19 @@ def _symlink(root: Path, target: str) -> Path:
     tmp = root / ".swap-link"
     os.symlink(target, tmp)
     return tmp
+
+
+async def test_a_client_over_its_rate_gets_the_rate_limited_answer(tmp_path: Path) -> None:
+    async with running_server(tmp_path / "root", rate_limit=0.001, rate_burst=2) as server:
+        client = await connect("127.0.0.1", server.port, cafile=server.cert)
+        try:
+            health = b"FETCH /health\n"
+            answers = [await client.request(health) for _ in range(3)]
+        finally:
+            client.hang_up()
+    assert [wire.parse_response(a).status for a in answers[:2]] == ["ok", "ok"]
+    limited = b"---\nstatus: rate-limited\n---\n\n# Rate limited\n\nrate limit exceeded\n"
+    assert answers[2] == limited
 
 
 async def test_a_token_added_to_the_file_works_on_its_first_request(

@@ -4,10 +4,12 @@ document by (SPEC §5.7, the catalog entry)."""
 from __future__ import annotations
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from markproto.protocol.document import OwnFacts, own_facts, title
+from markproto.protocol import metadata
+from markproto.protocol.document import OwnFacts, frontmatter, own_facts, publisher_meta, title
 
 
 @pytest.mark.parametrize(
@@ -55,3 +57,63 @@ def test_a_title_always_exists_and_is_trimmed(body: str, meta: dict[str, str]) -
     name = title("/docs/a.md", meta, own_facts(body))
     assert name
     assert name == name.strip("\t\n\v\f\r \x85\xa0\u2028\u2029\u3000")
+
+
+# -- a document's frontmatter as publisher metadata (what an import stores) ---------------------
+
+
+def test_publisher_meta_reads_every_key_as_text() -> None:
+    body = (
+        "---\ntitle: Remote Write\nsort_rank: 3\nnav-Title: '2.0'\ndraft: true\n"
+        "tags:\n  - a\n  - ' b '\nhide: [navigation]\ninclude_yaml:\n  x: y\n"
+        "Status: draft\nversion: 2\nretention: 1\ndesc: |\n  two\n  lines\n---\n# Body\n"
+    )
+    meta, notes = publisher_meta(body)
+    assert meta == {
+        "desc": "two lines",
+        "draft": "true",
+        "hide": "navigation",
+        "nav-title": "2.0",
+        "sort-rank": "3",
+        "tags": "a,b",
+        "title": "Remote Write",
+    }
+    assert notes == [
+        "frontmatter key 'Status' left out: metadata key \"status\" is reserved",
+        "frontmatter key 'include_yaml' left out: not text",
+        "frontmatter key 'retention' left out: 'retention' is the store's to set",
+        "frontmatter key 'version' left out: 'version' is the store's to set",
+    ]
+
+
+def test_publisher_meta_keeps_what_lookup_reads_when_over_the_limits() -> None:
+    many = "".join(f"k{n:02}: {'v' * 30}\n" for n in range(60))
+    meta, notes = publisher_meta(f"---\ntitle: T\ntags: [x]\n{many}---\n")
+    metadata.validate(meta)
+    assert {"title", "tags"} <= set(meta)
+    assert all(note.endswith("over the metadata limits") for note in notes)
+    assert len(meta) + len(notes) == 62
+
+
+def test_no_frontmatter_no_metadata() -> None:
+    assert publisher_meta("# Just a heading\n") == ({}, [])
+    assert publisher_meta("---\n[not, a, mapping]\n---\n") == ({}, [])
+    assert frontmatter("---\nx: [1, {a: b}, c]\n---\n") == {"x": "1,c"}
+
+
+yaml_keys = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+yaml_values = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+    st.lists(st.text(max_size=10), max_size=4),
+    st.integers(),
+    st.booleans(),
+    st.none(),
+)
+
+
+@given(st.dictionaries(yaml_keys, yaml_values, max_size=70))
+def test_whatever_the_frontmatter_the_metadata_passes_a_publish(data: dict[str, object]) -> None:
+    block = yaml.safe_dump(data, allow_unicode=True)
+    meta, _ = publisher_meta(f"---\n{block}---\n")
+    persisted = metadata.for_publish("/a.md", meta)
+    assert "retention" not in persisted

@@ -236,10 +236,16 @@ def test_writable_paths(path: str) -> None:
         ("/a\nb.md", "path contains a control character"),
         ("/a\x7f.md", "path contains a control character"),
         ("/" + "é" * 128 + ".md", "path segment longer than 255 bytes"),
+        ("/a" * 32 + "/x.md", "path has more than 32 segments"),
     ],
 )
 def test_unwritable_paths_say_why(path: str, reason: str) -> None:
     assert paths.writable_reason(path) == reason
+
+
+def test_a_document_path_has_at_most_32_segments() -> None:
+    assert paths.writable_reason("/a" * 31 + "/x.md") is None
+    assert paths.writable_reason("/a" * 2000 + "/x.md") == "path has more than 32 segments"
 
 
 def test_segment_limit_counts_bytes_not_characters() -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol import storefmt
+from markproto.protocol import metadata, storefmt
 from markproto.protocol.errors import ProtocolError, StoreFormatError
 
 META = {"importance": "0.7", "tags": "alpha,wire", "type": "Note"}
@@ -80,7 +80,7 @@ def test_chain_valid_and_broken() -> None:
         (b"---\nversion: 1\narchived: false\ntype: a\ntitle: b\n---\n", "keys out of order"),
         (b"---\nversion: 1\narchived: false\ntype: a\ntype: b\n---\n", "duplicate key"),
         (b"---\nversion: 1\narchived: false\nauthor: x\n---\n", "unknown bare key"),
-        (b"---\nversion: 1\narchived: false\nmeta.type: x\n---\n", "OKF key behind meta."),
+        (b"---\nversion: 1\narchived: false\nmeta.type: x\ntype: y\n---\n", "OKF key twice"),
         (b"---\nversion: 1\narchived: false\nmeta.version: x\n---\n", "store-reserved key"),
         (b"---\nversion: 1\narchived: false\ntags: a, b\n---\n", "tags not in brackets"),
         (b"---\nversion: 1\narchived: false\nno separator\n---\n", "not key: value"),
@@ -90,6 +90,14 @@ def test_chain_valid_and_broken() -> None:
 def test_strict_grammar_refuses(data: bytes, why: str) -> None:
     with pytest.raises(StoreFormatError):
         storefmt.parse_version(data)
+
+
+def test_strict_grammar_takes_the_meta_prefixed_okf_keys_of_earlier_releases() -> None:
+    data = b"---\nversion: 1\narchived: false\nmeta.tags: [go]\nmeta.type: Note\n---\nbody"
+    parsed = storefmt.parse_version(data)
+    assert parsed.meta == {"tags": "go", "type": "Note"}
+    assert storefmt.chain_valid([data], [1])
+    assert not storefmt.chain_valid([data], [2])  # the file says v1, its name v2
 
 
 def test_archived_true_is_read() -> None:
@@ -127,3 +135,101 @@ def test_arbitrary_bytes_raise_only_store_format_errors(data: bytes) -> None:
         storefmt.parse_version(data)
     except ProtocolError:
         pass
+
+
+# -- liberal reading: every shape an earlier reference release wrote --------------------------
+
+PRE_ARCHIVE_V1 = b"---\nversion: 1\n---\n# Welcome\n"
+"""Before the archive verb: no archived line (also what a migrated flat file's v1 looked like)."""
+MARCH_V2 = (
+    b"---\nversion: 2\narchived: false\nprevious-hash: "
+    + storefmt.hash_ref(PRE_ARCHIVE_V1).encode()
+    + b"\nmeta.importance: 0.9\nmeta.tags: go, auth\nmeta.type: Note\n---\nSecond.\n"
+)
+"""March: every publisher key behind ``meta.``, values raw (tags unbracketed)."""
+OKF_PREFIXED = b"---\nversion: 1\narchived: false\nmeta.tags: [go]\nmeta.type: Note\n---\nx"
+
+
+@pytest.mark.parametrize(
+    ("data", "number", "meta", "archived", "body"),
+    [
+        (PRE_ARCHIVE_V1, 1, {}, False, b"# Welcome\n"),
+        (
+            MARCH_V2,
+            2,
+            {"importance": "0.9", "tags": "go,auth", "type": "Note"},
+            False,
+            b"Second.\n",
+        ),
+        (OKF_PREFIXED, 1, {"tags": "go", "type": "Note"}, False, b"x"),
+        (b"---\nversion: 1\narchived: true\n---\ngone", 1, {}, True, b"gone"),
+        (b"---\nversion: 3\n---\nno chain", 3, {}, False, b"no chain"),  # the demo site's v2
+        (b"---\n---\nempty block", 1, {}, False, b"empty block"),
+        (b"plain markdown\n", 1, {}, False, b"plain markdown\n"),  # no store frontmatter
+        (b"---\nunclosed\n", 1, {}, False, b"---\nunclosed\n"),
+    ],
+)
+def test_legacy_shapes_are_read(
+    data: bytes, number: int, meta: dict[str, str], archived: bool, body: bytes
+) -> None:
+    parsed, _ = storefmt.read_version(data, number)
+    assert (parsed.version, parsed.meta, parsed.archived, parsed.body) == (
+        number,
+        meta,
+        archived,
+        body,
+    )
+
+
+def test_what_the_strict_grammar_writes_reads_the_same_liberally() -> None:
+    for number, data in enumerate(chain(), 1):
+        parsed, notes = storefmt.read_version(data, number)
+        assert parsed == storefmt.parse_version(data)
+        assert notes == []
+
+
+def test_lines_not_understood_are_ignored_and_noted() -> None:
+    data = (
+        b"---\nversion: 1\narchived: false\nevil: value\nno separator\ntype: Note\n"
+        b"meta.archived: true\nmeta.status: forged\nmeta.Bad: x\nmeta.z: last\nmeta.a: first\n"
+        b"previous-hash: nope\n---\nbody"
+    )
+    parsed, notes = storefmt.read_version(data, 1)
+    assert parsed.meta == {"type": "Note", "z": "last", "a": "first"}
+    assert not parsed.archived  # a store key behind meta. never sets store state
+    assert parsed.previous_hash is None
+    assert len(notes) == 6
+    assert notes[0] == "line 3 'evil: value': unknown key, ignored"
+    assert "is reserved" in notes[3]
+    assert "invalid characters" in notes[4]
+
+
+def test_a_version_line_that_disagrees_with_the_file_name_is_noted() -> None:
+    parsed, notes = storefmt.read_version(b"---\nversion: 2\n---\nx", 5)
+    assert parsed.version == 5
+    assert notes == ["line 1 'version: 2': says version '2' in file v5, ignored"]
+
+
+def test_legacy_chains_get_the_reference_verdict() -> None:
+    assert storefmt.chain_valid([PRE_ARCHIVE_V1, MARCH_V2], [1, 2]) is False  # v1 is not strict
+    v1 = b"---\nversion: 1\narchived: false\nmeta.tags: go\n---\none"
+    v2 = (
+        b"---\nversion: 2\narchived: false\nprevious-hash: "
+        + storefmt.hash_ref(v1).encode()
+        + b"\nmeta.tags: go\nmeta.type: Note\n---\ntwo"
+    )
+    assert storefmt.chain_valid([v1, v2], [1, 2])
+
+
+def test_oversized_files_are_refused_even_liberally() -> None:
+    with pytest.raises(StoreFormatError):
+        storefmt.read_version(b"---\n---\n" + b"x" * (1 << 21), 1)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300), st.integers(1, 100))
+def test_liberal_reading_never_raises_and_keeps_valid_metadata(data: bytes, number: int) -> None:
+    for candidate in (data, b"---\n" + data, b"---\nversion: 1\n" + data + b"\n---\n"):
+        parsed, _ = storefmt.read_version(candidate, number)
+        assert parsed.version == number
+        assert all(metadata.pair_refusal(k, v) is None for k, v in parsed.meta.items())

@@ -1,17 +1,21 @@
-"""Fuzz inputs shared by the quick tests and the bench: Hypothesis strategies for the request
-parser and the version-file parser (random bytes, and valid inputs with mutations), and a seeded
-generator of random and mutated requests for the live server."""
+"""Fuzz inputs shared by the quick tests and the bench: Hypothesis strategies (random bytes, and
+valid inputs with mutations) for every parser of untrusted bytes — requests and version files on
+the server, responses, generated bodies and WATCH streams on the client, markdown bodies for the
+section splitter and link extraction on both — and a seeded generator of random and mutated
+requests for the live server."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
+from datetime import UTC, datetime
 
 from hypothesis import strategies as st
 from support.quicclient import QuicClient
 
-from markproto.protocol import storefmt, wire
-from markproto.protocol.errors import MalformedResponse
+from markproto.protocol import bodies, links, mdoutline, storefmt, watch, wire
+from markproto.protocol.errors import MalformedResponse, ProtocolError
 from markproto.protocol.status import Status
 
 TOKENS = (
@@ -147,6 +151,77 @@ REQUESTS = inputs(REQUEST_SEEDS)
 """Inputs for ``wire.parse_request``."""
 VERSION_FILES = inputs(VERSION_SEEDS)
 """Inputs for ``storefmt.parse_version``."""
+
+_WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+_CURSOR = watch.Cursor("e1", 7)
+_ROW = bodies.LookupRow("/docs/a.md", "intro", 0.5, "A › Intro", ("x", "y"), "a | snippet")
+_LINK = bodies.LinkRow(
+    "/docs/a.md", "intro", 3, "/docs/b.md", "top", "b.md#top", "internal", "", "ok", "B"
+)
+_BODIES = [
+    bodies.index_heading("/docs/")
+    + bodies.index_line(bodies.IndexEntry("a.md", False))
+    + bodies.index_line(bodies.IndexEntry("sub", True)),
+    bodies.render_history("/docs/a.md", [bodies.HistoryEntry(2, _WHEN)]),
+    bodies.render_lookup("quic", "/", [_ROW], body_mode=True),
+    bodies.render_lookup("quic", "/", [_ROW], body_mode=False),
+    bodies.render_links("/docs/a.md", [_LINK], [bodies.LinkDocument("/docs/b.md", "B", 1)]),
+]
+RESPONSE_SEEDS = [
+    wire.emit_response(wire.Response("ok", {"version": "2", "modified": "x"}, b"# A\n")),
+    wire.emit_response(wire.Response("not-found", {}, b"")),
+    *(wire.emit_response(wire.Response("ok", {}, body)) for body in _BODIES),
+]
+"""Valid responses of each generated body, the starting points of the mutated inputs."""
+RESPONSES = inputs(RESPONSE_SEEDS)
+"""Inputs for ``wire.parse_response`` and the body parsers a client runs on what it gets."""
+BODY_PARSERS = (bodies.parse_index, bodies.parse_history, bodies.parse_lookup, bodies.parse_links)
+
+WATCH_SEEDS = [
+    watch.emit_control("ok", _CURSOR)
+    + watch.emit_event(watch.WatchEvent(_CURSOR, "/docs/a.md", 2, "publish", _HASH, "bot"))
+    + watch.emit_control("heartbeat", _CURSOR),
+    watch.emit_control("resync", _CURSOR) + watch.emit_control("closing"),
+    watch.emit_control("unauthorized") + b"token revoked\n",
+]
+"""Valid WATCH streams (acknowledged, resynced, refused), the starting points of the inputs."""
+WATCH_STREAMS = inputs(WATCH_SEEDS)
+"""Inputs for ``watch.WatchReader``, fed in pieces."""
+
+MARKDOWN_SEEDS = [
+    b"---\ntitle: T\nrel-see-also: /b.md\n---\n# T { #top }\n\nSee [b](b.md#x) and [[Note#H|n]].\n",
+    b"## A\n\n[ref][r] <https://x.example/> `[no](code)` mark://h/p.md\n\n[r]: /c/ 'T'\n",
+    b"```\n[fenced](x.md)\n```\n\n| a | [t](t.md) |\n|---|---|\n\n"
+    b"Setext\n===\n<a href='h.md'>h</a>\n",
+]
+"""Markdown with every kind of link and heading, the starting points of the inputs."""
+MARKDOWN = inputs(MARKDOWN_SEEDS)
+"""Inputs for the section splitter and link extraction, which must accept any body."""
+
+
+def read_stream(data: bytes) -> None:
+    """Feed a WATCH stream to a reader in two pieces (split where its first byte says), then
+    end it."""
+    cut = data[0] % (len(data) + 1) if data else 0
+    reader = watch.WatchReader()
+    reader.feed(data[:cut])
+    reader.feed(data[cut:])
+    reader.end()
+
+
+def read_response(data: bytes) -> None:
+    """Parse a response, then its body the way each body parser would."""
+    response = wire.parse_response(data)
+    for parse in BODY_PARSERS:
+        with contextlib.suppress(ProtocolError):
+            parse(response.body)
+
+
+def read_markdown(data: bytes) -> None:
+    """Split a body into sections and find its links; neither may refuse any body."""
+    mdoutline.headings(data.decode("utf-8", "replace"))
+    links.extract(data)
+
 
 # -- the live server --------------------------------------------------------------------------
 

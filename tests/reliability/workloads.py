@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import os
 import random
-import socket
 import subprocess
 import tempfile
 import time
@@ -16,15 +15,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.connection import QuicConnection
 from support.exchange import Remote, ask, seed
-from support.quicclient import QuicClient, StreamResetError, connect
+from support.quicclient import QuicClient
 from support.server import WRITE_TOKEN, running_server
 
 from markproto.client import Pool, TransportError, Trust
 from markproto.protocol import wire
-from markproto.protocol.limits import ALPN
 from markproto.server.storage.store import Store
 
 LOAD_DOCS = 40
@@ -121,7 +117,7 @@ async def _client(
     pool: Pool,
     authority: str,
     seed: int,
-    deadline: float,
+    done: Callable[[], bool],
     token: str,
     report: LoadReport,
 ) -> None:
@@ -129,7 +125,7 @@ async def _client(
     verbs = [verb for verb, _ in MIX]
     weights = [weight for _, weight in MIX]
     versions: dict[str, int] = {}  # this client's idea of each write target's version
-    while time.monotonic() < deadline:
+    while not done():
         verb = rng.choices(verbs, weights)[0]
         request = _request(rng, verb, versions, token)
         started = time.perf_counter()
@@ -147,17 +143,29 @@ async def _client(
 
 
 async def mixed_load(
-    authority: str, cert: Path, *, clients: int, seconds: float, token: str, seed: int = 1
+    authority: str,
+    cert: Path,
+    *,
+    clients: int,
+    seconds: float,
+    token: str,
+    seed: int = 1,
+    until: Callable[[LoadReport], bool] | None = None,
 ) -> LoadReport:
     """``clients`` concurrent clients, each its own `Pool` (its own connection), each sending
-    the FETCH / LIST / LOOKUP / PUBLISH mix one request at a time for ``seconds``."""
+    the FETCH / LIST / LOOKUP / PUBLISH mix one request at a time for ``seconds``, or until
+    ``until`` holds for the report so far (``seconds`` then only bounds a broken server)."""
     report = LoadReport()
     pools = [Pool(Trust(cafile=str(cert)), request_timeout=30.0) for _ in range(clients)]
     deadline = time.monotonic() + seconds
+
+    def done() -> bool:
+        return time.monotonic() >= deadline or (until is not None and until(report))
+
     try:
         await asyncio.gather(
             *(
-                _client(pool, authority, seed * 1000 + i, deadline, token, report)
+                _client(pool, authority, seed * 1000 + i, done, token, report)
                 for i, pool in enumerate(pools)
             )
         )
@@ -186,192 +194,6 @@ def summary_rows(
             ]
         )
     return rows
-
-
-# -- hostile clients ----------------------------------------------------------------------------
-
-
-async def connect_from(
-    source: str, port: int, cert: Path, idle_timeout: float = 60.0
-) -> QuicClient:
-    """A raw client whose packets come from ``source`` (any 127.x.y.z is loopback on Linux), so
-    the per-IP rate limiter tells it apart from clients on 127.0.0.1."""
-    config = QuicConfiguration(
-        is_client=True, alpn_protocols=[ALPN], idle_timeout=idle_timeout, server_name="localhost"
-    )
-    config.load_verify_locations(cafile=str(cert))
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind((source, 0))
-    _, client = await loop.create_datagram_endpoint(
-        lambda: QuicClient(QuicConnection(configuration=config)), sock=sock
-    )
-    client.connect(("127.0.0.1", port))
-    try:
-        await asyncio.wait_for(client.wait_connected(), 10.0)
-    except BaseException:
-        client.hang_up()
-        raise
-    return client
-
-
-HONEST_SOURCE = "127.0.0.2"
-HONEST_REQUEST = wire.emit_request(wire.Request("FETCH", "/load/doc1.md", {}, b""))
-PARTIAL = b"PUBLISH /load/slow.md\n---\nauth: nobody\nexpected-version: 0\n"
-"""A request cut short: a slow sender's first bytes."""
-
-
-async def honest(port: int, cert: Path, seconds: float, every: float = 0.05) -> LoadReport:
-    """A well-behaved client on its own address: one FETCH every ``every`` seconds (20/s by
-    default, under any sane rate limit), each one's latency recorded under ``FETCH``."""
-    report = LoadReport()
-    client = await connect_from(HONEST_SOURCE, port, cert)
-    deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline:
-            started = time.perf_counter()
-            try:
-                data = await client.request(HONEST_REQUEST, timeout=10.0)
-            except (TimeoutError, ConnectionError, StreamResetError) as exc:
-                report.errors.append(f"FETCH: {type(exc).__name__}")
-                continue
-            report.record(
-                "FETCH", wire.parse_response(data).status, (time.perf_counter() - started) * 1000
-            )
-            await asyncio.sleep(every)
-    finally:
-        client.hang_up()
-    return report
-
-
-def _outcome(fut: asyncio.Future[bytes], outcomes: Counter[str]) -> None:
-    """Count how the server ended an attacker's stream: a parsed status, a reset, or nothing."""
-    if not fut.done():
-        outcomes["no answer yet"] += 1
-    elif fut.cancelled():
-        outcomes["cancelled"] += 1
-    elif isinstance(fut.exception(), StreamResetError):
-        outcomes["stream reset"] += 1
-    elif fut.exception() is not None:
-        outcomes[type(fut.exception()).__name__] += 1
-    else:
-        outcomes[wire.parse_response(fut.result()).status] += 1
-
-
-async def slow_loris(
-    port: int, cert: Path, seconds: float, *, connections: int = 4, streams: int = 40
-) -> Counter[str]:
-    """Connections that open ``streams`` streams each (beyond the stream cap: the rest wait for
-    credit), send the start of a request and then one byte a second, never a FIN. A stream the
-    server resets is replaced by a new one, so the pressure lasts ``seconds``."""
-    outcomes: Counter[str] = Counter()
-    clients = [await connect(("127.0.0.1"), port, cafile=cert) for _ in range(connections)]
-    deadline = time.monotonic() + seconds
-    try:
-        open_: list[tuple[QuicClient, int]] = []
-        for client in clients:
-            for _ in range(streams):
-                sid = client.open()
-                client.send(sid, PARTIAL, fin=False)
-                open_.append((client, sid))
-                outcomes["opened"] += 1
-        while time.monotonic() < deadline:
-            await asyncio.sleep(1.0)
-            still = []
-            for client, sid in open_:
-                waiter = client._waiters[sid]
-                if waiter.done():
-                    _outcome(waiter, outcomes)
-                    del client._waiters[sid]
-                    sid = client.open()
-                    outcomes["opened"] += 1
-                    client.send(sid, PARTIAL, fin=False)
-                else:
-                    client.send(sid, b"x", fin=False)
-                still.append((client, sid))
-            open_ = still
-    finally:
-        for client in clients:
-            client.hang_up()
-    return outcomes
-
-
-async def unused(
-    port: int, cert: Path, seconds: float, *, connections: int = 50, streams: int = 32
-) -> Counter[str]:
-    """Connections that handshake, open every stream their credit allows with one byte each and
-    then go silent: no more bytes, no FIN, no reset, until ``seconds`` have passed."""
-    outcomes: Counter[str] = Counter()
-    clients = []
-    try:
-        for _ in range(connections):
-            client = await connect("127.0.0.1", port, cafile=cert)
-            clients.append(client)
-            for _ in range(streams):
-                client.send(client.open(), b"F", fin=False)
-                outcomes["opened"] += 1
-        await asyncio.sleep(max(0.0, seconds))
-        for client in clients:
-            for waiter in client._waiters.values():
-                _outcome(waiter, outcomes)
-    finally:
-        for client in clients:
-            client.hang_up()
-    return outcomes
-
-
-def oversized_requests() -> list[bytes]:
-    """A PUBLISH over 1 MiB of body with 60 KiB of metadata (under the transport's byte cap, so
-    the parser refuses it), and one of 2 MiB (over the cap: refused while it arrives)."""
-    meta = {f"x-pad-{i}": "v" * 1000 for i in range(60)}
-    head = wire.emit_request(wire.Request("PUBLISH", "/load/big.md", meta, b""))
-    return [head + b"a" * ((1 << 20) + 1), b"PUBLISH /load/huge.md\n" + b"b" * (2 << 20)]
-
-
-async def oversized(port: int, cert: Path, seconds: float) -> Counter[str]:
-    """One connection sending oversized requests back to back for ``seconds``."""
-    outcomes: Counter[str] = Counter()
-    client = await connect("127.0.0.1", port, cafile=cert)
-    requests = oversized_requests()
-    deadline = time.monotonic() + seconds
-    try:
-        i = 0
-        while time.monotonic() < deadline:
-            sid = client.open()
-            client.send(sid, requests[i % len(requests)])
-            waiter = client._waiters[sid]
-            with contextlib.suppress(TimeoutError, StreamResetError, ConnectionError):
-                await asyncio.wait_for(asyncio.shield(waiter), 10.0)
-            _outcome(waiter, outcomes)
-            client._waiters.pop(sid, None)
-            i += 1
-    finally:
-        client.hang_up()
-    return outcomes
-
-
-async def flood(port: int, cert: Path, seconds: float, rate: float = 1000.0) -> Counter[str]:
-    """One connection sending FETCH at ``rate`` requests per second, answers or not."""
-    outcomes: Counter[str] = Counter()
-    client = await connect("127.0.0.1", port, cafile=cert)
-    tick = 0.005
-    sids: list[int] = []
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    try:
-        while loop.time() - started < seconds:
-            while len(sids) < (loop.time() - started) * rate:
-                sid = client.open()
-                client.send(sid, HONEST_REQUEST)
-                sids.append(sid)
-            await asyncio.sleep(tick)
-        pending = [client._waiters[sid] for sid in sids]
-        await asyncio.wait(pending, timeout=10.0)
-        for fut in pending:
-            _outcome(fut, outcomes)
-    finally:
-        client.hang_up()
-    return outcomes
 
 
 # -- faults -------------------------------------------------------------------------------------

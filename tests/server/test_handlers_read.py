@@ -377,6 +377,20 @@ async def test_list_cursor_errors(content: Content) -> None:
         assert await ask(d, "LIST", "/p", {"cursor": value}) == error("bad-request", message)
 
 
+async def test_list_cursor_naming_a_name_that_is_not_utf8(content: Content) -> None:
+    """Names are bytes to the reference, so a cursor may carry any byte after its path: 0xff
+    sorts after every UTF-8 name, which leaves an empty last page (not an internal error)."""
+    await put(content, "/docs/a.md", b"x")
+    d = dispatcher(content)
+    got = await ask(d, "LIST", "/docs", {"cursor": "AQAABS9kb2Nz_w"})
+    assert got.status == "ok"
+    assert (got.meta["entries"], got.meta["complete"]) == ("0", "true")
+    assert bodies.parse_index(got.body) == []
+    before = _cursor(b"\x01\x00\x00\x05/docs" + b"a-\xff")  # sorts before a.md
+    got = await ask(d, "LIST", "/docs", {"cursor": before})
+    assert [entry.name for entry in bodies.parse_index(got.body)] == ["a.md"]
+
+
 async def test_list_parameter_errors(content: Content) -> None:
     d = dispatcher(content)
     size = error("bad-request", "page-size must be between 1 and 1000")

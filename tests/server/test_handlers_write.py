@@ -136,6 +136,15 @@ async def test_publish_collisions(d: Dispatcher) -> None:
     assert too_long == bad("path segment longer than 255 bytes")
 
 
+async def test_publish_deeper_than_32_segments_creates_nothing(
+    d: Dispatcher, tmp_path: Path
+) -> None:
+    deep = await publish(d, "/a" * 2000 + "/x.md", b"x", AUTH)
+    assert deep == bad("path has more than 32 segments")
+    assert list(tmp_path.iterdir()) == []
+    assert (await publish(d, "/a" * 31 + "/x.md", b"x", AUTH)).status == "created"
+
+
 async def test_publish_into_new_nested_folders(d: Dispatcher) -> None:
     assert (await publish(d, "/a/b/c/d.md", b"x", AUTH)).status == "created"
     root = await ask(d, "LIST", "/", AUTH)

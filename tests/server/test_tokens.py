@@ -343,9 +343,9 @@ def test_the_new_file_is_complete_and_private_before_it_appears(
     seen: list[tuple[str, int, str]] = []
     real_replace = os.replace
 
-    def spy(src: str, dst: str) -> None:
+    def spy(src: str, dst: str, **dir_fds: None) -> None:
         seen.append((Path(src).read_text(), mode(Path(src)), path.read_text()))
-        real_replace(src, dst)
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(os, "replace", spy)
     tokens.revoke(path, "ci")

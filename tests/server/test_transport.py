@@ -20,7 +20,9 @@ from markproto.protocol.limits import MAX_REQUEST_LINE
 from markproto.server import devcert, transport
 from markproto.server.transport import MarkServer, Peer, Responses, Usage
 
-RESPONSES = Responses(oversize=b"OVERSIZE", timeout=b"TIMEOUT", internal=b"INTERNAL")
+RESPONSES = Responses(
+    oversize=b"OVERSIZE", rate_limited=b"LIMITED", timeout=b"TIMEOUT", internal=b"INTERNAL"
+)
 
 
 def echo(request: bytes, peer: Peer) -> bytes:
@@ -37,7 +39,8 @@ async def until(predicate: Callable[[], object], timeout: float = 10.0) -> None:
 def holds_nothing(server: MarkServer) -> bool:
     """No request bytes, no request in progress, no stream being discarded."""
     usage = server.usage()
-    return (usage.buffered, usage.partial, usage.running, usage.discarding) == (0, 0, 0, 0)
+    held = (usage.buffered, usage.partial, usage.queued, usage.running, usage.discarding)
+    return held == (0, 0, 0, 0, 0)
 
 
 class Net:
@@ -254,6 +257,20 @@ async def test_handler_past_the_request_timeout_gets_the_timeout_bytes(net: Net)
     assert holds_nothing(server)
 
 
+async def test_a_handler_cancelled_at_the_timeout_may_say_what_it_managed(net: Net) -> None:
+    async def handler(request: bytes, peer: Peer) -> bytes:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return b"NOT APPLIED"  # what a write still waiting for the writer answers
+        return b"never"
+
+    server = await net.serve(handler, request_timeout=0.3)
+    client = await net.dial(server)
+    assert await client.request(b"PUBLISH /slow.md\n") == b"NOT APPLIED"
+    assert holds_nothing(server)
+
+
 async def test_raising_handler_gets_the_internal_bytes_and_is_logged(
     net: Net, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -295,7 +312,113 @@ async def test_a_burst_leaves_nothing_behind(net: Net) -> None:
     requests = [b"FETCH /%d\n" % i for i in range(500)]
     assert await client.many(requests) == requests
     # aioquic drops a stream once its answer is acknowledged
-    await until(lambda: server.usage() == Usage(1, 0, 0, 0, 0, 0))
+    await until(lambda: server.usage() == Usage(1, 0, 0, 0, 0, 0, 0, 1, 0))
+
+
+# --- sources: rate, credit, budget, turns ---------------------------------------------------------
+
+
+class Tokens:
+    """A rate limiter the test fills by hand: ``n`` tokens for 127.0.0.1, none spent by others."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.spent: list[str] = []
+
+    def __call__(self, host: str, now: float) -> bool:
+        if host == "127.0.0.1" and not self.n:
+            return False
+        if host == "127.0.0.1":
+            self.n -= 1
+        self.spent.append(host)
+        return True
+
+
+async def test_a_source_over_its_rate_is_refused_at_the_first_byte(
+    net: Net, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[bytes] = []
+
+    def handler(request: bytes, peer: Peer) -> bytes:
+        calls.append(request)
+        return request
+
+    tokens = Tokens()
+    server = await net.serve(handler, allow=tokens)
+    client = await net.dial(server)
+    assert await client.request(b"FETCH /a\n") == b"LIMITED"
+    sid = client.open()
+    client.send(sid, b"PUBLISH /b\n" + b"y" * 5000, fin=False, chunk=1000)
+    assert await client.response(sid) == b"LIMITED"  # answered before its FIN, never buffered
+    await until(lambda: sid in client.stopped)
+    other = await net.dial(server, source="127.0.0.2")
+    assert await other.request(b"FETCH /c\n") == b"FETCH /c\n"  # another address: its own rate
+    assert calls == [b"FETCH /c\n"]
+    assert tokens.spent == ["127.0.0.2"]  # one token a stream, not one a packet
+    await until(lambda: holds_nothing(server))
+    caplog.set_level(logging.INFO, logger="markproto.server.transport")
+    server.log_refusals()
+    server.log_refusals()  # nothing new: no record
+    [record] = [r for r in caplog.records if r.getMessage() == "requests refused for their rate"]
+    assert (record.requests, record.addresses, record.busiest) == (2, 1, "127.0.0.1")
+
+
+async def test_credit_a_limited_source_used_comes_back_as_its_bucket_refills(net: Net) -> None:
+    tokens = Tokens()
+    server = await net.serve(allow=tokens, max_streams=4)
+    client = await net.dial(server)
+    assert await client.many([b"FETCH /%d\n" % i for i in range(4)]) == [b"LIMITED"] * 4
+    later = [b"FETCH /later-%d\n" % i for i in range(3)]
+    sids = [client.open() for _ in later]
+    for sid, request in zip(sids, later, strict=True):
+        client.send(sid, request)
+    with pytest.raises(TimeoutError):  # no credit: they never reach the server, never answered
+        await client.response(sids[0], timeout=1.0)
+    tokens.n = 3  # the bucket refills: one stream of credit for each token, spent as it is given
+    assert [await client.response(sid) for sid in sids] == later  # admitted: paid already
+    assert tokens.spent == ["127.0.0.1"] * 3
+
+
+async def test_each_source_has_its_own_byte_budget(net: Net) -> None:
+    server = await net.serve(source_buffered=3000)
+    one, two = await net.dial(server), await net.dial(server)  # one address, two connections
+    other = await net.dial(server, source="127.0.0.2")
+    first = one.open()
+    one.send(first, b"a" * 2000, fin=False)
+    await until(lambda: server.usage().buffered == 2000)
+    second = two.open()
+    two.send(second, b"b" * 2000, fin=False)
+    with pytest.raises(StreamResetError):
+        await two.response(second)
+    third = other.open()
+    other.send(third, b"c" * 2000, fin=False)
+    await until(lambda: server.usage().buffered == 4000)  # the other address had room
+    one.send(first, b"\n", fin=True)
+    other.send(third, b"\n", fin=True)
+    assert await one.response(first) == b"a" * 2000 + b"\n"
+    assert await other.response(third) == b"c" * 2000 + b"\n"
+    await until(lambda: holds_nothing(server))
+
+
+async def test_a_busy_source_delays_another_by_a_turn_not_by_its_backlog(net: Net) -> None:
+    order: list[bytes] = []
+
+    def handler(request: bytes, peer: Peer) -> bytes:
+        order.append(request)
+        return request
+
+    server = await net.serve(handler, max_streams=128)
+    busy = await net.dial(server)
+    other = await net.dial(server, source="127.0.0.2")
+    flood = [b"FETCH /busy-%d\n" % i for i in range(128)]
+    sids = [busy.open() for _ in flood]
+    for sid, request in zip(sids, flood, strict=True):
+        busy.send(sid, request)
+    honest = await other.request(b"FETCH /honest\n")  # sent after the whole flood
+    assert honest == b"FETCH /honest\n"
+    assert [await busy.response(sid) for sid in sids] == flood
+    # First come, first served would put it last; in turns it overtakes most of the backlog.
+    assert order.index(b"FETCH /honest\n") < len(flood) - transport.TURN
 
 
 # --- connection lifetime --------------------------------------------------------------------------

@@ -87,8 +87,10 @@ def seed(root: Path, docs: Iterable[tuple[str, bytes | str, Mapping[str, str]]])
     """Write documents straight into a store at ``root``, with the metadata a PUBLISH would
     persist (tags normalized, the type default), before a server or ``Content`` opens it."""
     store = Store(root)
-    for path, body, meta in docs:
-        data = body.encode() if isinstance(body, str) else body
-        meta = metadata.normalize(metadata.with_type_default(path, meta))
-        written = store.publish(path, data, meta, None)
-        assert isinstance(written, Written), (path, written)
+    try:
+        for path, body, meta in docs:
+            data = body.encode() if isinstance(body, str) else body
+            written = store.publish(path, data, metadata.for_publish(path, meta), None)
+            assert isinstance(written, Written), (path, written)
+    finally:
+        store.close()

@@ -178,8 +178,11 @@ async def connect(
     cafile: Path | None = None,
     idle_timeout: float = 60.0,
     timeout: float = 10.0,
+    source: str | None = None,
 ) -> QuicClient:
-    """Handshake with ``host:port``; without ``cafile`` the certificate is not verified."""
+    """Handshake with ``host:port``; without ``cafile`` the certificate is not verified. ``source``
+    binds the client's address (any 127.x.y.z is loopback on Linux), so a server's per-address
+    limits tell it apart from other clients."""
     config = QuicConfiguration(
         is_client=True, alpn_protocols=[ALPN], idle_timeout=idle_timeout, server_name="localhost"
     )
@@ -190,7 +193,9 @@ async def connect(
     loop = asyncio.get_running_loop()
     family, _, _, _, addr = (await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM))[0]
     sock = socket.socket(family, socket.SOCK_DGRAM)
-    sock.bind(("::", 0) if family == socket.AF_INET6 else ("0.0.0.0", 0))
+    if source is None:
+        source = "::" if family == socket.AF_INET6 else "0.0.0.0"
+    sock.bind((source, 0))
     _, client = await loop.create_datagram_endpoint(
         lambda: QuicClient(QuicConnection(configuration=config)), sock=sock
     )

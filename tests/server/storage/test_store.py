@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from markproto import durable
 from markproto.protocol import storefmt
 from markproto.server.storage.layout import ARCHIVE_FILE
 from markproto.server.storage.recovery import recover
@@ -175,11 +179,10 @@ def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> No
     os.symlink(outside, tmp_path / "linked")
     os.symlink("/etc/passwd", tmp_path / "passwd.md")
     assert store.load("/linked/secret.md") is None
-    assert not store.layout.is_dir("/linked")
     assert store.load("/passwd.md") is None
     assert [p for kind, p in store.layout.walk() if kind == "doc" and store.load(p)] == []
     linked = store.publish("/linked/new.md", b"x", {}, expected=None)
-    assert linked == Collision("/linked is a document, not a directory")
+    assert linked == Collision("/linked is not a directory")
 
 
 def test_a_failed_write_leaves_no_temporary_behind(
@@ -196,3 +199,78 @@ def test_a_failed_write_leaves_no_temporary_behind(
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path / "versions/a.md")) == ["v1"]
     assert written(store.publish("/a.md", b"2", {}, expected=1)).version.number == 2
+
+
+# -- group commit and adoption -------------------------------------------------------------------
+
+
+def test_a_batch_makes_its_writes_current_only_at_its_commit(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs: list[str] = []
+    real_sync = durable.sync_filesystem
+    monkeypatch.setattr(
+        durable, "sync_filesystem", lambda f, **k: (syncs.append(f), real_sync(f, **k))
+    )
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd)))
+    with store.batch():
+        for n in range(5):
+            written(store.publish(f"/docs/{n}.md", b"x", {}, expected=0))
+        assert store.load("/docs/0.md") is None  # written, not yet current
+        assert (tmp_path / "docs/versions/0.md/v1").exists()
+    assert fsyncs == [] and len(syncs) == 2  # one flush before the pointers, one after
+    assert all(store.load(f"/docs/{n}.md") is not None for n in range(5))
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_a_batch_commits_before_a_second_write_to_the_same_path(store: Store) -> None:
+    with store.batch():
+        written(store.publish("/a.md", b"1", {}, expected=0))
+        second = written(store.publish("/a.md", b"2", {}, expected=1))
+        store.set_archived("/b.md", True)
+        third = written(store.publish("/a.md", b"3", {"retention": "1"}, expected=2))
+    assert (second.version.number, third.version.number, third.pruned) == (2, 3, (1, 2))
+    assert numbers(store, "/a.md") == [3]
+
+
+def test_adopt_makes_a_plain_file_version_one_in_place(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes/a.md").write_bytes(b"# A\n")
+    assert isinstance(store.publish("/notes/a.md", b"# B\n", {}, None, adopt=True), Collision)
+    adopted = written(store.publish("/notes/a.md", b"# A\n", {}, expected=0, adopt=True))
+    assert adopted.version.number == 1
+    assert os.readlink(tmp_path / "notes/a.md") == "versions/a.md/v1"
+    loaded = store.load("/notes/a.md")
+    assert loaded is not None and loaded.body == b"# A\n"
+
+
+def test_the_write_lock_excludes_other_processes(store: Store, tmp_path: Path) -> None:
+    script = (
+        "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY);"
+        "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)"
+    )
+    with store.exclusive():
+        held = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    free = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False)
+    assert (held.returncode, free.returncode) == (1, 0)
+
+
+def test_the_walk_stops_where_no_document_may_be(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hand-made tree deeper than a document may be (32 segments) is not walked: its
+    documents are neither served nor indexed, and the first folder too deep is logged once."""
+    for depth in (31, 33):
+        folder = tmp_path.joinpath(*[f"d{depth}"] * depth)
+        (folder / "versions/x.md").mkdir(parents=True)
+        (folder / "versions/x.md/v1").write_bytes(storefmt.emit_version(1, None, {}, b"deep"))
+        os.symlink("versions/x.md/v1", folder / "x.md")
+    store = Store(tmp_path)
+    with caplog.at_level(logging.WARNING, "markproto.server.storage"):
+        docs = [path for kind, path in store.layout.walk() if kind == "doc"]
+        assert docs == ["/d31" * 31 + "/x.md"]  # 32 segments: the deepest a document may be
+        assert [p for k, p in store.layout.walk() if k == "doc"] == docs
+    too_deep = [r.getMessage() for r in caplog.records if "deeper than 32" in r.getMessage()]
+    assert len(too_deep) == 1 and "/".join(["d33"] * 32) in too_deep[0]

@@ -1,0 +1,235 @@
+"""The content root as a directory descriptor: every file step below it goes one real folder at a
+time, so no link, wherever it points, is ever followed (SPEC §7.1).
+
+Opening ``docs/versions/a.md/v3`` opens ``docs``, ``versions`` and ``a.md`` in turn, each relative
+to the one before with ``O_DIRECTORY | O_NOFOLLOW``, then the file relative to the last with
+``O_NOFOLLOW``: a component that is a link fails to open instead of being followed, and an open
+folder's descriptor keeps naming that folder whatever is renamed or linked meanwhile, so the check
+cannot race. The one kind of link the store reads is a document's pointer, and it is read
+(``readlink``), never followed. Writes create, link, rename and remove names relative to an open
+folder's descriptor, through `markproto.durable`.
+
+A link met where a folder or a file should be is refused and logged once per name: a restored or
+synced tree may hold many, and a request that meets one again is not worth another line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import stat
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from markproto.protocol.paths import VERSIONS_DIR
+
+log = logging.getLogger("markproto.server.storage")
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""``O_NONBLOCK``: a FIFO planted as a version file must not hang the opener."""
+_LINKED = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})
+"""What opening through ``O_NOFOLLOW`` answers for a link (ENOTDIR: not a folder at all)."""
+REFUSALS_LOGGED = 1000
+"""Distinct refused names logged; past this the rest are refused silently (one line says so)."""
+
+
+class Root:
+    """The content root, held open. Closed by `close` or when collected."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.resolve()
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise NotADirectoryError(f"content root {path} is not a directory") from exc
+        self._close = weakref.finalize(self, os.close, self.fd)
+        self._refused: set[str] = set()
+
+    def close(self) -> None:
+        self._close()
+
+    def folder(self, parts: Sequence[str]) -> Folder | None:
+        """The real folder ``root/parts[0]/...``; None when one is missing or not a real folder."""
+        folder = Folder(self, "", os.dup(self.fd))
+        for part in parts:
+            with folder:
+                child = folder.child(part)
+            if child is None:
+                return None
+            folder = child
+        return folder
+
+    def make(self, parts: Sequence[str], *, sync: bool = True) -> Folder:
+        """`folder`, making the missing folders on the way (fsyncing each parent unless
+        ``sync`` is false: a group commit syncs them all at once); a link or a file in the way
+        raises."""
+        folder = Folder(self, "", os.dup(self.fd))
+        for part in parts:
+            with folder:
+                child = folder.make(part, sync=sync)
+            folder = child
+        return folder
+
+    def read(self, file: str, limit: int) -> tuple[bytes, os.stat_result]:
+        """The bytes of the regular file ``file`` (relative to the root), at most ``limit`` + 1
+        of them so an oversized one is known as such; OSError if it is missing, a link or not a
+        regular file."""
+        *parts, name = file.split("/")
+        folder = self.folder(parts)
+        if folder is None:
+            raise FileNotFoundError(errno.ENOENT, "no such folder", file)
+        with folder:
+            return folder.read(name, limit)
+
+    def refuse(self, name: str, why: str) -> None:
+        """Log, once per ``name`` (relative to the root), why it is not used."""
+        if name in self._refused or len(self._refused) > REFUSALS_LOGGED:
+            return
+        self._refused.add(name)
+        if len(self._refused) > REFUSALS_LOGGED:
+            log.warning("more links refused in %s: no longer logged one by one", self.path)
+            return
+        log.warning("not served or written, %s in %s: %s", name, self.path, why)
+
+
+class Folder:
+    """One open real folder below the root; a context manager that closes it."""
+
+    __slots__ = ("fd", "path", "root")
+
+    def __init__(self, root: Root, path: str, fd: int) -> None:
+        self.root = root
+        self.path = path
+        """Relative to the root ("" for the root itself)."""
+        self.fd = fd
+
+    def __enter__(self) -> Folder:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        os.close(self.fd)
+
+    def name(self, entry: str) -> str:
+        """An entry's name relative to the root."""
+        return f"{self.path}/{entry}" if self.path else entry
+
+    def child(self, name: str) -> Folder | None:
+        """The real folder ``name`` in this one; None if it is missing or not a real folder."""
+        try:
+            return self._open(name)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno not in _LINKED:
+                raise
+            self._refused(name, "a folder")
+            return None
+
+    def make(self, name: str, *, sync: bool = True) -> Folder:
+        """The real folder ``name`` in this one, made (and this one fsynced, unless ``sync`` is
+        false) if missing."""
+        try:
+            return self._open(name)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno in _LINKED:
+                self._refused(name, "a folder")
+            raise
+        with contextlib.suppress(FileExistsError):  # made meanwhile: opened below all the same
+            os.mkdir(name, 0o755, dir_fd=self.fd)
+            if sync:
+                os.fsync(self.fd)
+        return self._open(name)
+
+    def _open(self, name: str) -> Folder:
+        return Folder(self.root, self.name(name), os.open(name, _DIR, dir_fd=self.fd))
+
+    def read(self, name: str, limit: int) -> tuple[bytes, os.stat_result]:
+        """The regular file ``name`` (see `Root.read`)."""
+        try:
+            fd = os.open(name, _FILE, dir_fd=self.fd)
+        except OSError as exc:
+            if exc.errno in _LINKED:
+                self._refused(name, "a file")
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", self.name(name))
+            chunks = []
+            left = limit + 1
+            while left > 0 and (chunk := os.read(fd, min(left, max(st.st_size, 65536)))):
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks), st
+        finally:
+            os.close(fd)
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        try:
+            return os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def readlink(self, name: str) -> str | None:
+        """What the link ``name`` holds; None if it is missing or not a link."""
+        try:
+            return os.readlink(name, dir_fd=self.fd)
+        except OSError:
+            return None
+
+    def entries(self) -> list[os.DirEntry[str]]:
+        """The entries, in no order (``is_dir`` and ``is_symlink`` never follow a link)."""
+        with os.scandir(self.fd) as entries:
+            return list(entries)
+
+    def regular(self, name: str) -> os.stat_result | None:
+        """``name``'s status if it is a regular file; a link is refused (logged once)."""
+        st = self.lstat(name)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            self._refused(name, "a file")
+        return st if st is not None and stat.S_ISREG(st.st_mode) else None
+
+    def blocked(self, parts: Sequence[str]) -> bool:
+        """A folder of ``parts`` (a path below this one) is there but is not a real folder."""
+        st = self.lstat(parts[0])
+        if st is None:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            self._refused(parts[0], "a folder")
+            return True
+        if len(parts) == 1:
+            return False
+        child = self.child(parts[0])
+        if child is None:
+            return True
+        with child:
+            return child.blocked(parts[1:])
+
+    def unlink(self, name: str) -> None:
+        os.unlink(name, dir_fd=self.fd)
+
+    def rmdir(self, name: str) -> None:
+        os.rmdir(name, dir_fd=self.fd)
+
+    def fsync(self) -> None:
+        os.fsync(self.fd)
+
+    def _refused(self, name: str, where: str) -> None:
+        target = self.readlink(name)
+        if target is not None and not target.startswith(f"{VERSIONS_DIR}/{name}"):
+            # A document's pointer met on the way to a folder is a document, not a refusal.
+            self.root.refuse(self.name(name), f"a link where {where} must be (it could lead out)")
+
+
+def same_file(a: os.stat_result | None, b: os.stat_result | None) -> bool:
+    """Both exist and are one file (hard links of each other)."""
+    return a is not None and b is not None and (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)

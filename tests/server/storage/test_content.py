@@ -1,0 +1,119 @@
+"""The served content's writes: concurrent writes commit as groups (one filesystem sync for all
+of them), and the index work of a burst waits for the burst to end while every reader, LOOKUP
+included, sees every write that was answered."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.exchange import ask
+
+from markproto import durable
+from markproto.protocol import bodies
+from markproto.server.dispatch import Dispatcher
+from markproto.server.handlers import Context
+from markproto.server.search.service import Lookup
+from markproto.server.storage import backlog
+from markproto.server.storage.content import Content
+from markproto.server.storage.store import Written
+
+BURST = 24
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Content, Lookup]]:
+    lookup = Lookup()
+    content = Content.open(tmp_path, [lookup])
+    yield content, lookup
+    content.close()
+
+
+async def burst(content: Content) -> list[object]:
+    return await asyncio.gather(
+        *(content.publish(f"/b/{n}.md", f"# Papaya {n}\n".encode(), {}, 0) for n in range(BURST))
+    )
+
+
+async def test_concurrent_writes_share_their_syncs(
+    served: tuple[Content, Lookup], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs: list[str] = []
+    real = durable.sync_filesystem
+    monkeypatch.setattr(
+        durable, "sync_filesystem", lambda f, **k: (syncs.append(f), real(f, **k))[1]
+    )
+    content, _ = served
+    outcomes = await burst(content)
+    assert all(isinstance(o, Written) and o.created for o in outcomes)
+    assert 0 < len(syncs) < BURST  # two per group, and the first write may go alone
+    assert all(content.current(f"/b/{n}.md") is not None for n in range(BURST))
+
+
+async def test_lookup_sees_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:
+    content, lookup = served
+    await burst(content)
+    found = await ask(Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="papaya")
+    assert found.meta["matches"] == "10"
+    everything = await ask(
+        Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="papaya", limit="100"
+    )
+    assert len(bodies.parse_lookup(everything.body)) == BURST
+
+
+async def test_a_burst_is_indexed_once_writes_pause(
+    served: tuple[Content, Lookup], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backlog, "PAUSE", 0.05)
+    content, lookup = served
+    await burst(content)
+    assert len(lookup.catalog) < BURST  # held back: the burst's answers came first
+    for _ in range(50):
+        if len(lookup.catalog) == BURST:
+            break
+        await asyncio.sleep(0.02)
+    assert len(lookup.catalog) == BURST
+
+
+async def test_a_lone_write_is_indexed_before_its_answer(served: tuple[Content, Lookup]) -> None:
+    content, lookup = served
+    await content.publish("/alone.md", b"# Alone\n", {}, 0)
+    assert lookup.catalog.get("/alone.md") is not None
+
+
+async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:
+    content, lookup = served
+    await content.publish("/hub.md", b"# Hub\n", {}, 0)
+    await asyncio.gather(
+        *(
+            content.publish(f"/b/{n}.md", b"See [the hub](../hub.md).\n", {}, 0)
+            for n in range(BURST)
+        )
+    )
+    found = await ask(
+        Dispatcher(Context(content, lookup)),
+        "LOOKUP",
+        "/hub.md",
+        match="links",
+        direction="incoming",
+        limit="100",
+    )
+    rows = bodies.parse_links(found.body)[0]
+    assert sorted(row.source for row in rows) == sorted(f"/b/{n}.md" for n in range(BURST))
+
+
+async def test_changes_found_by_a_scan_meanwhile_reach_the_indexes_in_order(
+    served: tuple[Content, Lookup], tmp_path: Path
+) -> None:
+    content, lookup = served
+    await burst(content)
+    (tmp_path / "b/0.md").unlink()  # gone behind the server's back, while its index work waits
+    changes = await content.rescan()
+    assert changes.removed == ("/b/0.md",)
+    found = await ask(
+        Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="papaya", limit="100"
+    )
+    paths = {row.path for row in bodies.parse_lookup(found.body)}
+    assert paths == {f"/b/{n}.md" for n in range(1, BURST)}
