@@ -285,20 +285,24 @@ class BodyIndex:
         base = self._next_slot
         start = base
         for entry, content_hash, analysis in docs:
-            doc = _Doc(entry, content_hash, start, analysis.outline, self._prior(entry))
-            self._docs[start] = doc
-            self._starts.append(start)
-            self._paths[entry.path] = start
-            for term in entry.terms:
-                self._holders.setdefault(term, array("I")).append(start)
-            self._sections += doc.sections
-            self._length += sum(doc.lengths)
-            self._heading_length += sum(doc.heads)
-            self._doc_length += len(entry.terms)
-            start += doc.slots
+            start += self._add(entry, content_hash, start, analysis.outline).slots
         self._next_slot = start
         for run in runs:
             self._extend(run, base)
+
+    def _add(self, entry: Entry, content_hash: str, start: int, outline: Outline) -> _Doc:
+        """A document's own records from ``start`` (its postings are the caller's)."""
+        doc = _Doc(entry, content_hash, start, outline, self._prior(entry))
+        self._docs[start] = doc
+        self._starts.append(start)
+        self._paths[entry.path] = start
+        for term in entry.terms:
+            self._holders.setdefault(term, array("I")).append(start)
+        self._sections += doc.sections
+        self._length += sum(doc.lengths)
+        self._heading_length += sum(doc.heads)
+        self._doc_length += len(entry.terms)
+        return doc
 
     def _extend(self, run: Postings, base: int) -> None:
         postings, entries = self._postings, run.entries
@@ -389,16 +393,7 @@ class BodyIndex:
         from what the documents' versions are now)."""
         assert not self._docs, "restore into an empty index"
         for entry, content_hash, start, outline in sorted(docs, key=lambda doc: doc[2]):
-            doc = _Doc(entry, content_hash, start, outline, self._prior(entry))
-            self._docs[start] = doc
-            self._starts.append(start)
-            self._paths[entry.path] = start
-            for term in entry.terms:
-                self._holders.setdefault(term, array("I")).append(start)
-            self._sections += doc.sections
-            self._length += sum(doc.lengths)
-            self._heading_length += sum(doc.heads)
-            self._doc_length += len(entry.terms)
+            self._add(entry, content_hash, start, outline)
         begin = 0
         for term, count in zip(terms.split("\n") if terms else (), counts, strict=True):
             self._postings[term] = entries[begin : begin + count]
