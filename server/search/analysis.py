@@ -36,7 +36,7 @@ from markproto.protocol import mdoutline
 from markproto.protocol.document import OwnFacts, own_facts
 from markproto.protocol.links import Extractor, Link
 from markproto.server.search.links import pack_tails, tail
-from markproto.server.search.text import strip_markup, text_words, word_set
+from markproto.server.search.text import name_length, strip_markup, text_words, word_set
 
 __all__ = [
     "FLAG_BITS",
@@ -380,7 +380,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         starts.append(span.start)
         sizes = _wider(sizes, span.stop - span.start)
         lengths = _wider(lengths, length)
-        heads.append(min(len(own), 255))
+        heads.append(min(name_length((span.heading,), own), 255))
         headings.append(span.heading)
         heading_sizes = _wider(heading_sizes, len(span.heading))
         if len(headings) == HEADINGS_PER_PART:

@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, and_, rshift
+from operator import add, and_, contains, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
@@ -45,7 +45,7 @@ from markproto.server.search.analysis import (
     narrow,
 )
 from markproto.server.search.catalog import Entry, SavedEntry
-from markproto.server.search.text import loose_text, strip_line
+from markproto.server.search.text import loose_text, name_length, strip_line
 
 __all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Weights", "snippet"]
 
@@ -58,19 +58,19 @@ _FLAGS = (1 << FLAG_BITS) - 1
 @dataclass(frozen=True, slots=True)
 class Weights:
     """The ranking, BM25F: one saturation (``k1``) over a row's weighted fields, each field's
-    term frequency normalized by that field's length (``b``, ``heading_b``, ``doc_b``). A section
-    row's fields are its text (weight 1), its own heading, its ancestors' headings and its
-    document's tags and title; a bare row has the last alone. Then the importance prior and the
-    journal demotion, which order rows but never admit one. docs/SPEC.md §5.7 says why each
-    value is what it is."""
+    term frequency normalized by that field's length (``b``, ``heading_b``). A section row's
+    fields are its text (weight 1), its own heading and its trail: its ancestors' headings and,
+    at their root, its document's tags and title. A bare row is the section its document would
+    be if the title headed its preamble: tags and title weighted and normalized as an own
+    heading, the preamble (text before any heading) as text, so both are on one scale. Then
+    the importance prior and the journal demotion, which order rows but never admit one.
+    docs/SPEC.md §5.7 says why each value is what it is."""
 
     k1: float = 0.9
     b: float = 0.5
     heading: float = 4.0
     heading_b: float = 0.5
     trail: float = 1.0
-    doc: float = 6.0
-    doc_b: float = 0.5
     prior_floor: float = 0.3
 
 
@@ -82,27 +82,26 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     hold whitespace.
 
     Stripping is line by line, so only the lines that can win are stripped: each line's
-    ``loose_text`` bounds its terms from above, and lines are tried best bound first until no
-    bound left can beat what was found.
+    ``loose_text`` bounds its terms from above. The first line holding every term wins outright
+    (most often there is one); else lines are tried best bound first until no bound left can
+    beat what was found.
     """
     weights = list(rarity) or [1.0] * len(terms)
+    loose = loose_text(raw).split("\n")
+    lines = raw.split("\n")
+    rarest = terms[weights.index(max(weights))]
+    for line in compress(range(len(loose)), map(contains, loose, repeat(rarest))):
+        if all(map(loose[line].__contains__, terms)):
+            stripped = strip_line(lines[line])
+            if all(map(lower(stripped).__contains__, terms)):
+                return _cut(stripped)
     # (distinct terms, then rarity) as one number: each term found adds more than all rarity
     big = sum(weights) + 1.0
     values = [big + weight for weight in weights]
-    loose = loose_text(raw)
     bounds: dict[int, float] = {}
     for term, value in zip(terms, values, strict=True):
-        line = done = 0  # the line of ``done``, a line start
-        at = loose.find(term)
-        while at >= 0:
-            line += loose.count("\n", done, at)
+        for line in compress(range(len(loose)), map(contains, loose, repeat(term))):
             bounds[line] = bounds.get(line, 0.0) + value
-            done = loose.find("\n", at) + 1
-            if not done:
-                break
-            line += 1
-            at = loose.find(term, done)
-    lines = raw.split("\n")
     best, best_line, best_key = "", -1, 0.0
     for line, bound in sorted(bounds.items(), key=lambda item: (-item[1], item[0])):
         if bound < best_key or (bound == best_key and line > best_line):
@@ -217,6 +216,11 @@ def _flags_for(entries: array[int], keys: set[int]) -> dict[int, int]:
     ``keys`` are few, else all the entries (a superset is as good to look keys up in)."""
     if len(keys) * 8 >= len(entries):
         return dict(zip(_slots(entries), _flags(entries), strict=True))
+    return _probe(entries, keys)
+
+
+def _probe(entries: array[int], keys: set[int]) -> dict[int, int]:
+    """The flags of those ``keys`` present in ``entries``, by bisection."""
     size = len(entries)
     out = {}
     for key in keys:
@@ -227,6 +231,8 @@ def _flags_for(entries: array[int], keys: set[int]) -> dict[int, int]:
 
 
 _NOBODY = array("I")
+_PROBE = 16
+"""Bisection beats a pass over a postings list this many times the keys' number."""
 
 
 class BodyIndex:
@@ -247,7 +253,6 @@ class BodyIndex:
         self._sections = 0
         self._length = 0
         self._heading_length = 0
-        self._doc_length = 0
 
     def __len__(self) -> int:
         return len(self._paths)
@@ -301,7 +306,6 @@ class BodyIndex:
         self._sections += doc.sections
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
-        self._doc_length += len(entry.terms)
         return doc
 
     def _extend(self, run: Postings, base: int) -> None:
@@ -363,7 +367,6 @@ class BodyIndex:
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
-        self._doc_length -= len(doc.entry.terms)
 
     # -- saved and restored -----------------------------------------------------------------
 
@@ -430,11 +433,11 @@ class BodyIndex:
 
     def rarity(self, terms: Sequence[str]) -> list[float]:
         """Each term's inverse document frequency over the whole index."""
+        return self._idf([self._postings.get(term, _NOBODY) for term in terms])
+
+    def _idf(self, lists: Sequence[array[int]]) -> list[float]:
         n = self._sections
-        return [
-            math.log(1 + (n - df + 0.5) / (df + 0.5))
-            for df in (len(self._postings.get(term, _NOBODY)) for term in terms)
-        ]
+        return [math.log(1 + (n - len(found) + 0.5) / (len(found) + 0.5)) for found in lists]
 
     def rank(
         self, terms: Sequence[str], accept: Callable[[Entry], bool] | None = None
@@ -448,23 +451,29 @@ class BodyIndex:
         lists = [self._postings.get(term, _NOBODY) for term in terms]
         holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
         bare = set.intersection(*holders)
-        keys, flags = self._match(lists, holders, bare)
-        idf = self.rarity(terms)
+        keys, probed = self._match(lists, holders, bare)
+        flags = [
+            found if found is not None else _flags_for(entries, keys)
+            for entries, found in zip(lists, probed, strict=True)
+        ]
+        idf = self._idf(lists)
         sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
         if accept is not None:
             bare = {start for start in bare if accept(self._docs[start].entry)}
-        return self._ranked(sections + self._score_bare(bare, idf))
+        return self._ranked(sections + self._score_bare(bare, idf, lists))
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
-    ) -> tuple[set[int], list[dict[int, int]]]:
-        """The matching section slots and, per term, the flags of slots whose text or trail
-        hold it (maps may hold slots that did not match).
+    ) -> tuple[set[int], list[dict[int, int] | None]]:
+        """The matching section slots and, per term probed by bisection, the flags found (of
+        slots that may not all match).
 
         A section matches when every term is in its text or trail or in its document's tags or
         title (then at least one is in text or trail, or the document is a bare row). So the
         candidates are the sections of the term with the fewest (its postings, plus every
-        section of the documents whose tags or title hold it), narrowed term by term."""
+        section of the documents whose tags or title hold it), narrowed term by term: a few
+        candidates are probed in a long postings list by bisection, many are intersected with
+        its slots in C."""
         docs, starts = self._docs, self._starts
         per_doc = self._sections / len(docs) if docs else 0.0
 
@@ -473,16 +482,18 @@ class BodyIndex:
             return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
-        flags: list[dict[int, int]] = [{} for _ in lists]
-        first = lists[order[0]]
-        flags[order[0]] = dict(zip(_slots(first), _flags(first), strict=True))
-        keys = set(flags[order[0]])
+        probed: list[dict[int, int] | None] = [None] * len(lists)
+        keys = set(_slots(lists[order[0]]))
         for start in holders[order[0]]:
             if start not in bare:
                 keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
-            here = flags[j] = _flags_for(lists[j], keys)
-            present = keys.intersection(here)
+            entries = lists[j]
+            if len(keys) * _PROBE < len(entries):
+                found = probed[j] = _probe(entries, keys)
+                present = set(found)
+            else:
+                present = keys.intersection(_slots(entries))
             held = holders[j]
             rest = keys.difference(present) if held else ()
             if rest:
@@ -496,23 +507,17 @@ class BodyIndex:
                         key for key in rest if starts[bisect_right(starts, key) - 1] in held
                     )
             keys = present
-        return keys, flags
+        return keys, probed
 
     # -- ranking ----------------------------------------------------------------------------------
 
-    def _norms(self) -> tuple[float, float, float]:
-        """Mean text, own-heading and document-field lengths (each at least 1)."""
-        n, docs = self._sections, len(self._docs)
+    def _norms(self) -> tuple[float, float]:
+        """Mean text and own-heading lengths over the sections (each at least 1)."""
+        n = self._sections
         return (
             max(self._length / n if n else 0.0, 1.0),
             max(self._heading_length / n if n else 0.0, 1.0),
-            max(self._doc_length / docs if docs else 0.0, 1.0),
         )
-
-    def _doc_weight(self, entry: Entry, mean: float) -> float:
-        """The document field's weight for one term, normalized by its length."""
-        w = self.weights
-        return w.doc / (1 - w.doc_b + w.doc_b * len(entry.terms) / mean)
 
     def _score(
         self,
@@ -527,59 +532,77 @@ class BodyIndex:
         accepted and not a bare row (a bare row stands for all of its document's sections)."""
         w = self.weights
         k1, trail, heading_weight = w.k1, w.trail, w.heading
-        mean, mean_heading, mean_doc = self._norms()
+        mean, mean_heading = self._norms()
         # each field's length normalization as c + slope * length
         text_c, text_slope = 1 - w.b, w.b / mean
         head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
-        doc_c, doc_slope = 1 - w.doc_b, w.doc_b / mean_doc
         scale = [weight * (k1 + 1) for weight in idf]
+        # per term: its weight, the flags of the slots holding it, and the field weight a
+        # section gets when only its document's tags or title hold it (the trail's root)
+        gets = [found.get for found in flags]
+        plain = [(weight, get, 0.0) for weight, get in zip(scale, gets, strict=True)]
+        titled = set().union(*holders)
         starts, docs = self._starts, self._docs
+        in_heading, in_trail, tf_max = IN_HEADING, IN_TRAIL, TF_MAX
         out: list[tuple[float, int, int]] = []
         end, skip = -1, True
-        start, lengths, heads, prior = 0, array("I"), b"", 0.0
-        terms: list[tuple[float, dict[int, int], float]] = []
+        start, lengths, heads, prior, terms = 0, _NOBODY, b"", 0.0, plain
         for key in keys:
             if key >= end:  # the next document: keys are sorted
-                doc = docs[starts[bisect_right(starts, key) - 1]]
-                start, end = doc.start, doc.start + doc.slots
+                start = starts[bisect_right(starts, key) - 1]
+                doc = docs[start]
+                lengths = doc.lengths
+                end = start + (len(lengths) or 1)
                 skip = start in bare or (accept is not None and not accept(doc.entry))
                 if skip:
                     continue
-                lengths, heads, prior = doc.lengths, doc.heads, -doc.prior
-                doc_weight = w.doc / (doc_c + doc_slope * len(doc.entry.terms))
-                terms = [
-                    (weight, found, doc_weight if start in held else 0.0)
-                    for weight, found, held in zip(scale, flags, holders, strict=True)
-                ]
+                heads, prior = doc.heads, -doc.prior
+                terms = plain
+                if start in titled:
+                    terms = [
+                        (weight, get, trail if start in held else 0.0)
+                        for weight, get, held in zip(scale, gets, holders, strict=True)
+                    ]
             elif skip:
                 continue
             section = key - start
             text = 1 / (text_c + text_slope * lengths[section])
             raw = 0.0
-            for weight, found, in_doc in terms:
-                flag = found.get(key, 0)
-                # a heading, an ancestor's, the title: one field per term, the nearest
-                if flag & IN_HEADING:
-                    tf = heading_weight / (head_c + head_slope * heads[section])
-                elif flag & IN_TRAIL:
-                    tf = trail
+            for weight, get, in_doc in terms:
+                flag = get(key, 0)
+                # a heading, an ancestor's or the title: one field per term, the nearest
+                if flag & in_heading:
+                    x = heading_weight / (head_c + head_slope * heads[section])
+                elif flag & in_trail:
+                    x = trail
                 else:
-                    tf = in_doc
-                tf += text * (flag & TF_MAX)
-                if tf:
-                    raw += weight * tf / (k1 + tf)
+                    x = in_doc
+                x += text * (flag & tf_max)
+                raw += weight * x / (k1 + x)
             out.append((raw * prior, start, section))
         return out
 
-    def _score_bare(self, bare: set[int], idf: Sequence[float]) -> list[tuple[float, int, int]]:
-        """The bare rows: every term in the document field alone, on the same scale."""
-        k1 = self.weights.k1
-        mean_doc = self._norms()[2]
+    def _score_bare(
+        self, bare: set[int], idf: Sequence[float], lists: Sequence[array[int]]
+    ) -> list[tuple[float, int, int]]:
+        """The bare rows: every term in the tags and title, scored as a section whose own
+        heading they are and whose text is the document's preamble (its text before any
+        heading, when it has one), on the same scale as sections."""
+        w = self.weights
+        k1, mean = w.k1, self._norms()
+        text_c, text_slope = 1 - w.b, w.b / mean[0]
+        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean[1]
         out = []
         for start in bare:
             doc = self._docs[start]
-            tf = self._doc_weight(doc.entry, mean_doc)
-            raw = sum(idf) * tf * (k1 + 1) / (k1 + tf)
+            heading = w.heading / (head_c + head_slope * _title_length(doc.entry))
+            preamble = doc.outline.preamble  # text before any heading
+            text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
+            raw = 0.0
+            for entries, weight in zip(lists, idf, strict=True):
+                tf = _probe(entries, {start}).get(start, 0) & TF_MAX if preamble else 0
+                x = heading + text * tf
+                raw += weight * x * (k1 + 1) / (k1 + x)
             out.append((-raw * doc.prior, start, -1))
         return out
 
@@ -608,3 +631,8 @@ class BodyIndex:
             for score, start, section in group[: LOOKUP_MAX - given]:
                 yield Hit(docs[start], section, -score)
             given += len(group)
+
+
+def _title_length(entry: Entry) -> int:
+    """The length of a document's field of tags and title (``text.name_length``)."""
+    return name_length((*entry.tags, entry.title), entry.terms)

@@ -15,7 +15,7 @@ whole-text C-level operations and the exact per-field rules are the fallback for
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from operator import methodcaller
 
 from markproto.protocol.gotext import fields, has_info_separators, lower, trim_space
@@ -25,6 +25,7 @@ __all__ = [
     "catalog_terms",
     "field_words",
     "loose_text",
+    "name_length",
     "query_terms",
     "strip_line",
     "strip_markup",
@@ -107,6 +108,22 @@ def word_set(texts: Iterable[str]) -> set[str]:
     return out
 
 
+_ATTRIBUTE = r"(?:[#.][^\s{}=]+|[^\s{}=#.][^\s{}=]*=[^\s{}]*)"
+_ATTRIBUTES = re.compile(rf"[\t ]*\{{:?[\t ]*{_ATTRIBUTE}(?:[\t ]+{_ATTRIBUTE})*[\t ]*\}}\Z")
+"""A trailing attribute block (``{ #id .class key=value }``, also kramdown's ``{: #id}``): the
+markup MkDocs, Pandoc and kramdown read as a heading's anchor and classes."""
+
+
+def name_length(texts: Sequence[str], words: Collection[str]) -> int:
+    """The length of a name field (a heading; tags and a title) for ranking, given the distinct
+    ``words`` of its ``texts``: those words again once a trailing attribute block is dropped
+    from the last text. The block's words still match (the protocol's tokens are the whole
+    text's); it is markup, so it adds no length."""
+    if not texts or "}" not in texts[-1]:
+        return len(words)
+    return len(word_set([*texts[:-1], _ATTRIBUTES.sub("", texts[-1])]))
+
+
 def query_terms(query: str) -> list[str]:
     """Body-mode query terms (§5.7): each field trimmed and lower-cased; over 32 bytes it is
     replaced by its word runs; kept at >= 2 runes; duplicates dropped, first seen order kept."""
@@ -134,9 +151,11 @@ _LIST = re.compile(r"(?:[-*+]|[0-9]+[.)])[\t\n\f\r ]+(?:\[[ xX]\][\t\n\f\r ]+)?"
 _LINE_RULES = frozenset("-*+0123456789>|=~`")
 """First characters of the lines the line-start rules (fences, setext underlines, table
 separators, quotes, list markers) can apply to."""
-_IMAGES = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
-_LINKS = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
-_HTML_TAGS = re.compile(r"</?[A-Za-z][^>\n]*>")
+# possessive runs: no backtracking into a run can match, as each run's class excludes the
+# character after it, so they change no match and save the retries
+_IMAGES = re.compile(r"!\[([^\]\n]*+)\]\([^)\n]*+\)")
+_LINKS = re.compile(r"\[([^\]\n]*+)\]\([^)\n]*+\)")
+_HTML_TAGS = re.compile(r"</?[A-Za-z][^>\n]*+>")
 _INLINE_MARKS = re.compile(r"[`*|]|~~")
 _TEXT = methodcaller("group", 1)
 """A link's or image's text, as a C-level callable (a template is expanded in Python)."""

@@ -286,19 +286,23 @@ class Content:
             self._queue.append(job)
         self._writer.submit(self._drain)
         self._in_flight += 1
+        landing = asyncio.wrap_future(job.done)
         try:
-            outcome = await asyncio.wrap_future(job.done)
+            # shielded: a cancelled wait must not cancel the job itself, which the writer may
+            # be running and will finish
+            outcome = await asyncio.shield(landing)
         except asyncio.CancelledError:
             with self._queue_lock:
                 waiting = not job.taken
                 if waiting:
                     self._queue.remove(job)
             if waiting:
+                job.done.cancel()
                 raise WriteTimedOut(started=False) from None
-            if not job.done.done():
-                asyncio.wrap_future(job.done).add_done_callback(partial(self._landed, op))
+            if not landing.done():
+                landing.add_done_callback(partial(self._landed, op))
                 raise WriteTimedOut(started=True) from None
-            outcome = job.done.result()
+            outcome = landing.result()
         finally:
             self._in_flight -= 1
         self._settle(outcome, op)

@@ -240,6 +240,76 @@ def test_a_bare_row_competes_on_the_same_scale() -> None:
     assert index.where("kiwi") == ["/guide.md#kiwi", "/kiwi.md"]
 
 
+HEADING_WORDS = st.lists(st.sampled_from(["care", "guide", "notes", "sun", "water"]), max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(HEADING_WORDS, FILLER, FILLER, st.integers(1, 4))
+def test_a_bare_row_is_a_heading_alone(
+    extra: list[str], without: list[str], with_term: list[str], mentions: int
+) -> None:
+    """A bare row is scored as a section whose own heading is its title: it ties a section
+    headed the same whose text lacks the term, and loses to one whose text holds it too."""
+    heading = " ".join(["Kiwi", *extra])
+    index = docs()
+    index.put("/bare.md", "# Other\n\nfiller words\n", {"title": heading})
+    index.put("/plain.md", f"# {heading}\n\n" + " ".join(without) + "\n", {"title": "Doc"})
+    index.put("/z.md", "# Spare\n\nalpha beta\n")  # statistics around them
+    by_path = {hit.entry.path: hit.score for hit in index.hits("kiwi")}
+    assert by_path["/bare.md"] == pytest.approx(by_path["/plain.md"])
+    text = " ".join(with_term + ["kiwi"] * mentions)
+    index.put("/text.md", f"# {heading}\n\n{text}\n", {"title": "Doc"})
+    assert index.where("kiwi")[0] == "/text.md#" + mdoutline.slug(heading)
+
+
+@settings(max_examples=60, deadline=None)
+@given(HEADING_WORDS, FILLER, st.integers(0, 4))
+def test_a_bare_rows_text_is_its_preamble(extra: list[str], lead: list[str], mentions: int) -> None:
+    """A bare row's text is its document's preamble (the text before any heading): it ties a
+    section headed by its title whose text is that preamble, and text under a heading is not
+    the document's."""
+    heading = " ".join(["Kiwi", *extra])
+    text = " ".join(lead + ["kiwi"] * mentions) or "none"
+    index = docs()
+    index.put("/bare.md", f"{text}\n\n## Later\n\nkiwi kiwi\n", {"title": heading})
+    index.put("/plain.md", f"# {heading}\n\n{text}\n", {"title": "Doc"})
+    index.put("/late.md", f"## Later\n\n{text}\n", {"title": heading})
+    index.put("/z.md", "# Spare\n\nalpha beta\n")  # statistics around them
+    by_path = {hit.entry.path: hit.score for hit in index.hits("kiwi")}
+    assert by_path["/bare.md"] == pytest.approx(by_path["/plain.md"])
+    if mentions:
+        assert by_path["/late.md"] < by_path["/bare.md"]
+
+
+def test_an_attribute_block_sets_the_anchor_not_the_length() -> None:
+    """``{ #id }`` closing a heading is markup (MkDocs, Pandoc): it adds no heading length, so
+    the section ranks as if it had the bare heading."""
+    index = docs()
+    index.put("/a.md", "# Kiwi care { #kiwi-care-and-feeding }\n\nkiwi\n")
+    index.put("/b.md", "# Kiwi care\n\nkiwi\n")
+    index.put("/c.md", "# Other\n\nalpha\n")
+    scores = [hit.score for hit in index.hits("kiwi")]
+    assert scores[0] == pytest.approx(scores[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.permutations(range(5)), st.lists(st.sampled_from(["pear", "plum"]), min_size=5))
+def test_ties_break_the_same_whatever_the_order_of_indexing(
+    order: list[int], words: list[str]
+) -> None:
+    """Equal scores go out by path, then anchor, however the documents came in."""
+    bodies = {f"/t/{n}.md": f"# Same\n\n{words[n]} kiwi\n\n# Same\n\nkiwi\n" for n in range(5)}
+    runs = []
+    for paths in (sorted(bodies), [f"/t/{n}.md" for n in order]):
+        index = docs()
+        for path in paths:
+            index.put(path, bodies[path])
+        runs.append([(hit.entry.path, hit.anchor, hit.score) for hit in index.hits("kiwi")])
+    assert runs[0] == runs[1]
+    keys = [(-score, path, anchor) for path, anchor, score in runs[0]]
+    assert keys == sorted(keys)
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.sampled_from(["0.1", "0.3", "0.5", "0.7", "0.9"]), min_size=2, max_size=5))
 def test_importance_orders_ties_of_relevance(importances: list[str]) -> None:
