@@ -2,9 +2,11 @@
 ``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the
 reader may not read, then cut to ``limit``).
 
-Indexing a document is two steps: ``prepare`` (a pure function of the new body and of the one it
-replaces: the analysis of one and the terms of the other, on the writer thread) and ``settle``
-(applying that to the indexes, cheap, on the event loop). ``put`` does both inline.
+Indexing a document is two steps: ``prepare`` (a pure function of the new body and, when it is
+known, of the one it replaces: the analysis of one and the terms of the other; any thread) and
+``settle`` (applying that to the indexes, cheap). ``put`` does both, the old body unknown (removal
+then searches the terms for the document's slots): ``Content`` calls it on the event loop for a
+lone write, on its backlog's thread during a burst.
 
 At startup the indexes are built in the background (``build``): until then the service is not
 ``ready``, a LOOKUP waits for it, and the changes settled meanwhile are held (the latest per path)
