@@ -22,8 +22,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from markproto.protocol import mdoutline, metadata
 from markproto.protocol.gotext import SPACE, trim_space
 from markproto.protocol.limits import MAX_META_BYTES, MAX_META_KEYS
@@ -35,8 +33,6 @@ log = logging.getLogger("markproto.protocol.document")
 
 FALLBACK_KEYS = ("tags", "title", "importance", "type")
 """The keys a document's own frontmatter may supply."""
-_LOADER: Any = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
-"""A loader that keeps every scalar a string, as protocol metadata is."""
 _LINE_SPACE = re.escape(SPACE.replace("\n", ""))
 _H1_HERE = re.compile(f"[{_LINE_SPACE}]*# ")
 _H1 = re.compile(f"^[{_LINE_SPACE}]*# ", re.MULTILINE)
@@ -92,8 +88,10 @@ def frontmatter(body: str) -> dict[str, str] | None:
 def _load(block: str | None) -> dict[Any, Any] | None:
     if block is None:
         return None
+    import yaml  # here: PyYAML is loaded by the first frontmatter block read
+
     try:
-        data = yaml.load(block, Loader=_LOADER)
+        data = yaml.load(block, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader))
     except (yaml.YAMLError, RecursionError) as exc:
         log.debug("ignoring a document's malformed frontmatter: %s", exc)
         return None

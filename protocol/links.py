@@ -183,6 +183,8 @@ class Extractor:
     def __init__(self, body: str | bytes) -> None:
         self._body = body
         self._links: list[Link] = []
+        self._kept = 0
+        """Links kept so far, those ``drain`` gave included."""
         self._uses: list[tuple[int, str, str, str]] = []
         """Reference uses: line, section, label, the normalized reference."""
         self._definitions: dict[str, str] = {}
@@ -288,13 +290,14 @@ class Extractor:
     def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
         target = target.strip()
         if (
-            len(self._links) >= LINKS_MAX
+            self._kept >= LINKS_MAX
             or not target
             or len(target) > TARGET_MAX
             or (("{" in target or "%" in target) and _TEMPLATE.search(target))
         ):
             return
         self._links.append(Link(line, section, target, _plain(label), syntax))
+        self._kept += 1
 
     def _inline(self, text: str, line: int, section: str) -> None:
         bare = "://" in text or "www." in text
@@ -424,8 +427,17 @@ class Extractor:
                 if value and len(self.ids) < LINKS_MAX:
                     self.ids.append(value)
 
+    def drain(self) -> list[Link]:
+        """The links found since the last drain, in the order found, but the reference links
+        (they wait for their definitions): a caller that packs them as it goes holds a
+        section's links, not the body's. ``links`` then gives the rest; the links in the order
+        of the body are those of every drain and then ``links``, sorted stably by line."""
+        found, self._links = self._links, []
+        return found
+
     def links(self) -> list[Link]:
-        """Every link fed, in the order of the body (reference links matched now)."""
+        """Every link fed (but those ``drain`` gave), in the order of the body (reference links
+        matched now)."""
         for line, section, label, reference in self._uses:
             target = self._definitions.get(reference)
             if target is not None:

@@ -11,22 +11,30 @@ cut exactly the slices the reference's byte offsets cut.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from markproto.protocol.gotext import SPACE, equal_fold, lower, trim_space
 from markproto.protocol.limits import MAX_FRONTMATTER
-from markproto.protocol.mdparse import ParsedHeading, find_headings, first_paragraph
+
+if TYPE_CHECKING:
+    from markproto.protocol.mdparse import ParsedHeading
 
 __all__ = [
     "Heading",
     "OwnSection",
+    "OwnSpan",
+    "anchor",
+    "anchor_suffixes",
     "find_anchor",
     "heading_id",
     "headings",
     "iter_own_sections",
+    "iter_own_spans",
     "opening_paragraph",
     "outline",
     "own_sections",
@@ -59,6 +67,18 @@ class OwnSection:
     level: int
     trail: tuple[str, ...]
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnSpan:
+    """A section as ``iter_own_spans`` streams it: its heading's level and text (the preamble's
+    are 0 and ""), its trail, and where its own text starts and stops in the body."""
+
+    level: int
+    heading: str
+    trail: tuple[str, ...]
+    start: int
+    stop: int
 
 
 # --- frontmatter ------------------------------------------------------------------------------
@@ -134,12 +154,75 @@ def slug(text: str) -> str:
     return _SLUG_DROPS.sub("", lower(text)).translate(_SPACE_TO_DASH)
 
 
+def anchor(text: str, suffix: int) -> str:
+    """The anchor of a heading whose text is ``text`` and whose dedupe suffix is ``suffix``."""
+    base = slug(text)
+    return f"{base}-{suffix}" if suffix else base
+
+
+_SUFFIXED = re.compile(r"(.*)-[0-9]+", re.DOTALL)
+
+
+def anchor_suffixes(texts: Sequence[str]) -> Iterator[int]:
+    """The dedupe suffix of each heading's anchor, in document order (§9): a slug already used
+    by an earlier anchor gets ``-1``, ``-2``, ... (the first one free, counting on from the last
+    one its slug took).
+
+    Exact, and small on documents of many unique headings: a first pass over the slugs marks in
+    a bit set (16 bits a heading) each slug seen before, so the ones that may repeat are known
+    (a few per cent more than those that do); only the anchors that can collide are kept while
+    the suffixes are given: those slugs, and slugs that a suffix could make (``x-1`` of such an
+    ``x``, or of such an ``x-1``). Every other slug is unique and no suffix makes it, so it is
+    its own anchor. ``texts`` is read twice.
+    """
+    bits = max(64, 16 * len(texts))
+    seen = bytearray((bits + 7) >> 3)
+    repeats: set[str] = set()
+    for text in texts:
+        base = slug(text)
+        h = hash(base)
+        one, two = h % bits, (h >> 32) % bits
+        if seen[one >> 3] >> (one & 7) & 1 and seen[two >> 3] >> (two & 7) & 1:
+            repeats.add(base)
+        seen[one >> 3] |= 1 << (one & 7)
+        seen[two >> 3] |= 1 << (two & 7)
+    del seen
+    used: set[str] = set()
+    suffixes: dict[str, int] = {}  # the last suffix tried per slug: those below are all taken
+    for text in texts:
+        base = slug(text)
+        if not _may_collide(base, repeats):
+            yield 0
+            continue
+        candidate, suffix = base, 0
+        if candidate in used:
+            suffix = suffixes.get(base, 0)
+            while candidate in used:
+                suffix += 1
+                candidate = f"{base}-{suffix}"
+            suffixes[base] = suffix
+        used.add(candidate)
+        yield suffix
+
+
+def _may_collide(base: str, repeats: set[str]) -> bool:
+    """Whether ``base`` may repeat, or a suffix could make it (it is a repeating slug with
+    suffixes, or such a slug's suffixed anchor with one more)."""
+    while True:
+        if base in repeats:
+            return True
+        match = _SUFFIXED.fullmatch(base)
+        if match is None:
+            return False
+        base = match.group(1)
+
+
 def _parse(body: str | bytes) -> tuple[Heading, ...]:
     """The one parse everything here shares: anchors deduplicated in document order, each
     subtree ending at the next heading of a level <= its. Offsets index ``body``: ``str``
     offsets, or byte offsets of UTF-8 bytes."""
     content_start = _content_start(body)
-    found = _find_headings(body, content_start)
+    found = list(_find_headings(body, content_start))
     stops: list[int | None] = [None] * len(found)  # the heading that ends each subtree
     open_: list[int] = []
     for index, heading in enumerate(found):
@@ -148,33 +231,39 @@ def _parse(body: str | bytes) -> tuple[Heading, ...]:
         open_.append(index)
     newline = b"\n" if isinstance(body, bytes) else "\n"
     unterminated = not body.endswith(newline)  # type: ignore[arg-type]
-    used: set[str] = set()
-    suffixes: dict[str, int] = {}  # the last suffix tried per slug: those below are all taken
+    suffixes = anchor_suffixes([heading.text for heading in found])
     result = []
-    for heading, stop in zip(found, stops, strict=True):
-        anchor = base = slug(heading.text)
-        if anchor in used:
-            suffix = suffixes.get(base, 0)
-            while anchor in used:
-                suffix += 1
-                anchor = f"{base}-{suffix}"
-            suffixes[base] = suffix
-        used.add(anchor)
+    for heading, stop, suffix in zip(found, stops, suffixes, strict=True):
         if stop is None:
             end = len(body)
             count = body.count(newline, content_start + heading.start) + unterminated  # type: ignore[arg-type]
         else:
             end, count = content_start + found[stop].start, found[stop].line - heading.line
         start, line_end = content_start + heading.start, content_start + heading.line_end
-        result.append(Heading(heading.level, heading.text, anchor, start, end, count, line_end))
+        result.append(
+            Heading(
+                heading.level,
+                heading.text,
+                anchor(heading.text, suffix),
+                start,
+                end,
+                count,
+                line_end,
+            )
+        )
     return tuple(result)
 
 
-def _find_headings(body: str | bytes, content_start: int) -> list[ParsedHeading]:
-    """``find_headings`` of the content, without copying it when it starts on a line."""
+def _find_headings(body: str | bytes, content_start: int) -> Iterator[ParsedHeading]:
+    """``iter_headings`` of the content, without copying it when it starts on a line.
+
+    ``mdparse`` (and mistletoe, a slow import) is loaded here, by the first body parsed: a server
+    that has parsed none, or reads frontmatter only, never loads it."""
+    from markproto.protocol.mdparse import iter_headings
+
     if content_start and body[content_start - 1 : content_start] not in ("\n", b"\n"):
-        return find_headings(body[content_start:])  # past a BOM alone
-    return find_headings(body, start=content_start)
+        return iter_headings(body[content_start:])  # past a BOM alone
+    return iter_headings(body, start=content_start)
 
 
 _headings = lru_cache(maxsize=8)(_parse)
@@ -237,6 +326,8 @@ def opening_paragraph(body: str) -> str:
     """The first top-level paragraph's raw source, trimmed, or ""; frontmatter is not one."""
     _, content_start = split_frontmatter(body)
     content = body[content_start:]
+    from markproto.protocol.mdparse import first_paragraph
+
     span = first_paragraph(content)
     return "" if span is None else trim_space(content[span[0] : span[1]])
 
@@ -254,23 +345,31 @@ def iter_own_sections(body: str | bytes) -> Iterator[tuple[int, int, OwnSection]
     that handles one section at a time holds one section's text, not the whole body again. A
     body given as UTF-8 bytes is never decoded whole: offsets are byte offsets, and each
     section's text is decoded on its own (invalid sequences as U+FFFD)."""
+    spans = list(iter_own_spans(body))
+    suffixes = itertools.chain((0,), anchor_suffixes([span.heading for span in spans[1:]]))
+    for index, (span, suffix) in enumerate(zip(spans, suffixes, strict=True)):
+        own = body[span.start : span.stop]
+        text = own.decode("utf-8", "replace") if isinstance(own, bytes) else own
+        name = anchor(span.heading, suffix) if index else ""
+        yield span.start, span.stop, OwnSection(name, span.heading, span.level, span.trail, text)
+
+
+def iter_own_spans(body: str | bytes) -> Iterator[OwnSpan]:
+    """The sections of ``own_sections`` without anchors or text, streamed from the parse: what a
+    caller handling one section at a time needs, holding one piece of the parse, never a list
+    of every heading. Offsets as ``iter_own_sections``'s."""
     content_start = _content_start(body)
-    found = _parse(body)
-
-    def text(start: int, stop: int) -> str:
-        own = body[start:stop]
-        return own.decode("utf-8", "replace") if isinstance(own, bytes) else own
-
-    stop = found[0].start if found else len(body)
-    yield content_start, stop, OwnSection("", "", 0, (), text(content_start, stop))
-    stack: list[Heading] = []
-    for index, heading in enumerate(found):
-        while stack and stack[-1].level >= heading.level:
+    found = _find_headings(body, content_start)
+    current = next(found, None)
+    stop = content_start + current.start if current is not None else len(body)
+    yield OwnSpan(0, "", (), content_start, stop)
+    stack: list[tuple[int, str]] = []
+    while current is not None:
+        following = next(found, None)
+        while stack and stack[-1][0] >= current.level:
             stack.pop()
-        stack.append(heading)
-        stop = found[index + 1].start if index + 1 < len(found) else len(body)
-        trail = tuple(h.text for h in stack)
-        own = OwnSection(
-            heading.anchor, heading.text, heading.level, trail, text(heading.line_end, stop)
-        )
-        yield heading.line_end, stop, own
+        stack.append((current.level, current.text))
+        stop = content_start + following.start if following is not None else len(body)
+        trail = tuple(text for _, text in stack)
+        yield OwnSpan(current.level, current.text, trail, content_start + current.line_end, stop)
+        current = following

@@ -491,10 +491,14 @@ def _patched(*changes: tuple[object, str, object]) -> Iterator[None]:
             setattr(owner, name, value)
 
 
-def _new_root() -> Any:
-    """An empty document, to hold link reference definitions."""
+def _new_root(definitions: dict[str, Any] | None = None) -> Any:
+    """An empty document, to hold link reference definitions (``definitions``, shared, when
+    given). The caller holds ``_LOCK``."""
     with _patched((mistletoe_token, "_root_node", None)):
-        return block_token.Document([])
+        root = block_token.Document([])
+    if definitions is not None:
+        root.footnotes = definitions
+    return root
 
 
 def _parse_blocks(lines: list[str], root: Any) -> tuple[Any, bool]:
@@ -609,64 +613,136 @@ def _mistletoe_lines(raw: list[str]) -> list[str]:
     return [line[:-1] + "\n" if line.endswith("\r") else line + "\n" for line in raw]
 
 
-CHUNK = 1 << 16
-"""Characters (or bytes) of content parsed at a time (``find_headings``)."""
+CHUNK = 1 << 12
+"""Characters (or bytes) of content parsed at a time (``iter_headings``): a piece's lines and
+block tree are a few times its size, so this bounds the parse's memory, not the document."""
+PIECE_LINES = 128
+"""Lines of content parsed at a time at most: a line's block tree costs about a kilobyte
+whatever its length, so short lines (a piece of one-line headings) are counted, not measured."""
 _TOP_HEADING = re.compile(r"^#{1,6}(?:[ \t]|$)", re.MULTILINE)
 """An ATX heading line at the left margin: it closes every open container, so the parse before
 it cannot reach past it, unless a fence, an HTML block or link definitions are still open."""
 _TOP_HEADING_BYTES = re.compile(_TOP_HEADING.pattern.encode(), re.MULTILINE)
+_DEEP = re.compile(r"^(?:[ \t>]|[-+*][ \t]|[0-9]{1,9}[.)][ \t]){64}", re.MULTILINE)
+"""A line opening with 64 things that may each open a container or indent one (a tab indents
+one or two list levels): only such a line can nest blocks deep enough (about 170 levels) to
+exhaust Python's stack."""
+_DEEP_BYTES = re.compile(_DEEP.pattern.encode(), re.MULTILINE)
+_DEFINITION_END = re.compile(r"\]:")
+"""Every link reference definition holds this; content without it after a point defines no
+label there."""
+_DEFINITION_END_BYTES = re.compile(rb"\]:")
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """One parsed piece: where it ends, its headings' raw sources (level, inline source, line
+    number from the piece's start, start and end of its first line from the content's start),
+    its line count and the link reference definitions it holds."""
+
+    end: int
+    sources: list[tuple[int, str, int, int, int]]
+    lines: int
+    definitions: dict[str, Any]
 
 
 def find_headings(content: str | bytes, chunk: int = CHUNK, start: int = 0) -> list[ParsedHeading]:
     """Every heading goldmark finds in ``content[start:]`` (``start`` a line start), in
     document order, with its text and offsets from ``start``; for UTF-8 ``bytes`` content the
-    offsets are byte offsets.
+    offsets are byte offsets."""
+    return list(iter_headings(content, chunk, start))
+
+
+def iter_headings(
+    content: str | bytes, chunk: int = CHUNK, start: int = 0
+) -> Iterator[ParsedHeading]:
+    """``find_headings`` one heading at a time, holding one piece of the parse at a time.
 
     The content is parsed in pieces of about ``chunk`` characters, each ending before a heading
     line at the left margin (a piece whose last block may still be open there grows to the next
-    such line), so the parse holds one piece's lines and blocks at a time, not a whole large
-    document's. Link reference definitions are gathered from every piece before any heading's
-    inline text is read, as one parse would.
+    such line), and each piece's headings are given before the next piece is parsed. A heading's
+    text may name a link reference defined anywhere in the document, so before the first text
+    that could (one holding ``[``) the rest of the content is parsed once for its definitions
+    alone, where it holds any (``]:``). Content nested deeper than Python's stack has no headings
+    (both sides alike): where a line could nest that deep, the whole parse runs first.
     """
     is_bytes = isinstance(content, bytes)
     maybe = _MAYBE_HEADING_BYTES if is_bytes else _MAYBE_HEADING
     if maybe.search(content, start) is None:  # type: ignore[arg-type]
-        return []
-    top = _TOP_HEADING_BYTES if is_bytes else _TOP_HEADING
-    sources: list[tuple[int, str, int, int, int]] = []
-    with _LOCK:
-        root = _new_root()
-        pos, line_base = start, 0
-        size = chunk
-        while pos < len(content):
-            end = len(content)
-            if pos + size < len(content) and (next_top := top.search(content, pos + size)):  # type: ignore[arg-type]
-                end = next_top.start()
-            piece = content[pos:end]
-            raw, starts = _lines(piece)
-            del piece
-            lines = _mistletoe_lines(raw)
-            del raw
+        return
+    deep = _DEEP_BYTES if is_bytes else _DEEP
+    if deep.search(content, start) is not None:  # type: ignore[arg-type]
+        try:
+            found = list(_iter_headings(content, chunk, start))
+        except RecursionError:
+            return
+        yield from found
+        return
+    yield from _iter_headings(content, chunk, start)
+
+
+def _iter_headings(content: str | bytes, chunk: int, start: int) -> Iterator[ParsedHeading]:
+    """``iter_headings``, raising ``RecursionError`` where the nesting is too deep."""
+    definitions: dict[str, Any] = {}
+    complete = False  # every definition of the document is in ``definitions``
+    budget = [_INLINE_BUDGET]
+    line_base = 0
+    for piece in _pieces(content, chunk, start):
+        for key, value in piece.definitions.items():
+            definitions.setdefault(key, value)  # the first definition wins
+        if not complete and any("[" in source for _, source, _, _, _ in piece.sources):
+            more = _DEFINITION_END_BYTES if isinstance(content, bytes) else _DEFINITION_END
+            if more.search(content, piece.end):  # type: ignore[arg-type]
+                for later in _pieces(content, chunk, piece.end):
+                    for key, value in later.definitions.items():
+                        definitions.setdefault(key, value)
+            complete = True
+        sources = [
+            (level, source, line_base + line, first, line_end)
+            for level, source, line, first, line_end in piece.sources
+        ]
+        yield from _with_text(sources, definitions, budget)
+        line_base += piece.lines
+
+
+def _pieces(content: str | bytes, chunk: int, start: int) -> Iterator[_Piece]:
+    """The block parse of ``content[start:]``, one piece at a time; the lock is held while a
+    piece is parsed, never between pieces."""
+    top = _TOP_HEADING_BYTES if isinstance(content, bytes) else _TOP_HEADING
+    newline = b"\n" if isinstance(content, bytes) else "\n"
+    pos, size = start, chunk
+    while pos < len(content):
+        end = len(content)
+        cut = pos
+        for _ in range(PIECE_LINES * size // chunk):  # short lines: fewer than ``size`` bytes
+            cut = content.find(newline, cut, pos + size) + 1  # type: ignore[arg-type]
+            if not cut:
+                cut = pos + size
+                break
+        if cut < len(content) and (next_top := top.search(content, cut)):  # type: ignore[arg-type]
+            end = next_top.start()
+        piece = content[pos:end]
+        raw, starts = _lines(piece)
+        del piece
+        lines = _mistletoe_lines(raw)
+        del raw
+        with _LOCK:
             piece_root = _new_root()
-            try:
-                document, open_ = _parse_blocks(lines, piece_root)
-            except RecursionError:
-                return []  # nesting deeper than Python's stack: no headings, on both sides alike
-            if open_ and end < len(content):
-                size *= 2
-                continue
-            for key, value in piece_root.footnotes.items():
-                root.footnotes.setdefault(key, value)  # the first definition wins
-            for tok in _walk(document.children):
-                if tok.content:  # goldmark skips a heading without inline content
-                    line = tok.line_number - 1
-                    first = pos - start + starts[line]
-                    line_end = pos - start + min(starts[line + 1], end - pos)
-                    sources.append((tok.level, tok.content, line_base + line, first, line_end))
-            _unlink(document.children)
-            line_base += len(lines)
-            pos, size = end, chunk
-        return _with_text(sources, root)
+            document, open_ = _parse_blocks(lines, piece_root)
+        if open_ and end < len(content):
+            size *= 2
+            continue
+        sources = []
+        for tok in _walk(document.children):
+            if tok.content:  # goldmark skips a heading without inline content
+                line = tok.line_number - 1
+                first = pos - start + starts[line]
+                line_end = pos - start + min(starts[line + 1], end - pos)
+                sources.append((tok.level, tok.content, line, first, line_end))
+        _unlink(document.children)
+        del document
+        yield _Piece(end, sources, len(lines), piece_root.footnotes)
+        pos, size = end, chunk
 
 
 def _unlink(tokens: Iterable[Any]) -> None:
@@ -679,22 +755,29 @@ def _unlink(tokens: Iterable[Any]) -> None:
             _unlink(children)
 
 
-def _with_text(sources: list[tuple[int, str, int, int, int]], root: Any) -> list[ParsedHeading]:
-    """Each heading's text from its inline source; the caller holds ``_LOCK``."""
-    found = []
-    budget = _INLINE_BUDGET
-    with _patched(
-        (span_token, "_token_types", _SPAN_TOKENS), (mistletoe_token, "_root_node", root)
-    ):
-        for level, source, line, start, line_end in sources:
-            if _INLINE_SYNTAX.search(source):
-                if len(source) <= min(_INLINE_MAX, budget):
-                    budget -= len(source)
-                    source = _inline_text(span_token.tokenize_inner(source))
-                else:
-                    source = _rough_text(source)
-            found.append(ParsedHeading(level, source, line, start, line_end))
-    return found
+def _with_text(
+    sources: list[tuple[int, str, int, int, int]], definitions: dict[str, Any], budget: list[int]
+) -> list[ParsedHeading]:
+    """Each heading's text from its inline source, link references resolved against
+    ``definitions``; ``budget`` is what is left of the document's inline budget."""
+    with _LOCK:
+        root = _new_root(definitions)
+        with _patched(
+            (span_token, "_token_types", _SPAN_TOKENS), (mistletoe_token, "_root_node", root)
+        ):
+            return [_text(source, budget) for source in sources]
+
+
+def _text(source: tuple[int, str, int, int, int], budget: list[int]) -> ParsedHeading:
+    """One heading's text; the caller holds ``_LOCK`` with the span tokens patched in."""
+    level, text, line, start, line_end = source
+    if _INLINE_SYNTAX.search(text):
+        if len(text) <= min(_INLINE_MAX, budget[0]):
+            budget[0] -= len(text)
+            text = _inline_text(span_token.tokenize_inner(text))
+        else:
+            text = _rough_text(text)
+    return ParsedHeading(level, text, line, start, line_end)
 
 
 def first_paragraph(content: str) -> tuple[int, int] | None:

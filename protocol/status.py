@@ -68,6 +68,8 @@ WRITE_NOT_APPLIED: Final = "write not applied: timed out waiting for the writer"
 WRITE_OUTCOME_UNKNOWN: Final = "write timed out while in progress: it may have been applied"
 """A write past the request timeout after it started: fetch the document to know
 (``server-error``)."""
+INDEX_BUILDING: Final = "the search index is still being built: try again shortly"
+"""A LOOKUP the startup build kept waiting too long (``server-error``)."""
 INSUFFICIENT_STORAGE: Final = "insufficient storage"
 NOT_WRITABLE: Final = "storage is not writable"
 

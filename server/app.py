@@ -21,11 +21,14 @@ from typing import TextIO
 from markproto.protocol import status, wire
 from markproto.protocol.grants import Grants
 from markproto.protocol.url import format_authority
-from markproto.server import devcert, seed, tokens, transport
+from markproto.server import devcert, memory, seed, tokens, transport
 from markproto.server.config import ServerConfig, is_default_root, tokens_explicit
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.ratelimit import RateLimiter
+from markproto.server.responses import ResponseCache
+from markproto.server.search import saved
+from markproto.server.search.build import Build, save
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.watch import Hub
@@ -39,6 +42,8 @@ SUMMARY_INTERVAL = 60.0
 """Seconds between the INFO summaries of successful reads (`Dispatcher.log_summary`) and of
 requests refused for their rate (`MarkServer.log_refusals`)."""
 DRAIN_TIMEOUT = 10.0
+TRIM_INTERVAL = 2.0
+"""Seconds without a change after which the heaps are trimmed (after a run of writes)."""
 FIRST_TOKEN_LABEL = "owner"
 INTERRUPTED = 130
 """The exit status after Ctrl-C (128 + SIGINT), as a shell reports a program it interrupted."""
@@ -76,6 +81,9 @@ class App:
         self._cert: tuple[Path, Path] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._first_token_file: Path | None = None
+        self._lookup: Lookup | None = None
+        self._build: Build | None = None
+        self._trim_seen = self._trimmed = 0
         self._refreshed = -TOKEN_REFRESH_INTERVAL
 
     @property
@@ -116,21 +124,22 @@ class App:
         self._cert = self._certificate()
 
         started = time.monotonic()
+        size = memory.budget(config.memory_budget)
+        shares = memory.Shares.of(size)
+        memory.limit_arenas()  # before the first thread
+        log.info("memory budget", extra={"mib": size >> 20, "source": _budget_source(config)})
         lookup = Lookup()
-        loop = asyncio.get_running_loop()
-
-        def open_content() -> Content:
-            # The body index analyzes documents in worker processes during the one startup walk.
-            with lookup.bulk(workers=min(config.index_workers, os.cpu_count() or 1)):
-                return Content.open(config.root, [lookup])
-
-        self.content = await loop.run_in_executor(None, open_content)
+        lookup.begin_build()  # writes from now on are held until the build swaps its indexes in
+        self.content = await asyncio.get_running_loop().run_in_executor(
+            None, Content.open, config.root, (), shares.version_cache, shares.chain_verdicts
+        )
+        self.content.attach(lookup)
         documents = list(self.content.current_versions())
         log.info(
-            "lookup catalog built",
+            "content root read",
             extra={
-                "entries": sum(1 for doc in documents if not doc.archived),
                 "documents": len(documents),
+                "live": sum(1 for doc in documents if not doc.archived),
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
@@ -144,6 +153,13 @@ class App:
                 " history); make it a document"
             )
             log.warning(f"{said} in place with: mark-server import {root} --root {root}")
+        self._lookup = lookup
+        self._build = Build(
+            lookup,
+            self.content,
+            saved=saved_index_file(config),
+            workers=min(config.index_workers, os.cpu_count() or 1),
+        )
         self._ctx = Context(
             content=self.content,
             lookup=lookup,
@@ -160,8 +176,9 @@ class App:
                 log_size=config.watch_log,
             )
             self.content.observers.append(hub.record)
-        limiter = RateLimiter(config.rate_limit, config.rate_burst)
-        dispatcher = self._dispatcher = Dispatcher(self._ctx)
+        limiter = RateLimiter(config.rate_limit, config.rate_burst, max_clients=shares.rate_clients)
+        cache = ResponseCache(shares.response_cache)
+        dispatcher = self._dispatcher = Dispatcher(self._ctx, cache)
         try:
             self.server = await transport.serve(
                 dispatcher.handle,
@@ -171,6 +188,7 @@ class App:
                 keyfile=self._cert[1],
                 responses=_responses(),
                 max_streams=config.max_streams,
+                max_buffered=shares.request_buffers,
                 request_timeout=config.request_timeout or None,
                 idle_timeout=config.idle_timeout,
                 allow=limiter.allow if limiter.enabled else None,
@@ -183,6 +201,8 @@ class App:
             self.watch.start()  # its heartbeat timer, once there is a server to beat for
         names = devcert.names(self._cert[0].read_bytes())
         lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
+        self._tasks.append(asyncio.create_task(self._building(self._build)))
+        self._tasks.append(asyncio.create_task(self._every(TRIM_INTERVAL, self._trim_after_writes)))
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
         if config.scan_interval > 0:
@@ -241,6 +261,23 @@ class App:
         if created:
             log.info("generated a self-signed certificate", extra={"file": str(cert)})
         return cert, key
+
+    async def _building(self, build: Build) -> None:
+        try:
+            await build.run()
+        except Exception:
+            log.exception("building the lookup index failed: LOOKUP stays unavailable")
+        await _trim()
+
+    async def _trim_after_writes(self) -> None:
+        """Trim the heaps once a run of writes is over (no change for a whole interval)."""
+        if self.content is None:
+            return
+        changes = self.content.changes
+        if changes == self._trim_seen and changes != self._trimmed:
+            self._trimmed = changes
+            await _trim()
+        self._trim_seen = changes
 
     async def _every(self, seconds: float, job: Callable[[], object]) -> None:
         while True:
@@ -304,7 +341,10 @@ class App:
         await self.rescan()
 
     async def stop(self, timeout: float = DRAIN_TIMEOUT) -> bool:
-        """Stop accepting, let requests in progress finish (up to ``timeout``), then close."""
+        """Stop accepting, let requests in progress finish (up to ``timeout``), save the lookup
+        index if it changed, then close."""
+        if self._build is not None:
+            self._build.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -318,9 +358,36 @@ class App:
             drained = await self.server.drain(timeout)
         self._summaries()
         if self.content is not None:
+            self._save_index(self.content)
             self.content.close()
         log.info("server stopped")
         return drained
+
+    def _save_index(self, content: Content) -> None:
+        if self._lookup is None:
+            return
+        started = time.monotonic()
+        try:
+            wrote = save(self._lookup, content, saved_index_file(self.config))
+        except OSError as exc:
+            log.warning("lookup index not saved (the next start indexes again): %s", exc)
+            return
+        if wrote:
+            log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
+
+
+async def _trim() -> None:
+    await asyncio.get_running_loop().run_in_executor(None, memory.trim)
+
+
+def _budget_source(config: ServerConfig) -> str:
+    if config.memory_budget is not None:
+        return config.sources.get("memory_budget", "set")
+    return "cgroup memory.max" if memory.cgroup_limit() else "default"
+
+
+def saved_index_file(config: ServerConfig) -> Path:
+    return saved.file_for(config.state_dir, config.root)
 
 
 def listen_problem(config: ServerConfig, exc: OSError) -> str:

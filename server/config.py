@@ -21,6 +21,7 @@ import click
 from markproto.protocol.limits import DEFAULT_PORT
 
 TOKENS_NAME = "tokens.toml"
+MIN_MEMORY_BUDGET = 64 << 20
 APP_DIR = "markproto"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("debug", "info", "warn", "warning", "error")
@@ -54,8 +55,12 @@ class ServerConfig:
     scan_interval: float = 30.0
     """Seconds between periodic store change scans; 0 disables them."""
     index_workers: int = 2
-    """Processes that analyze bodies for the body index at startup (capped by the CPU count);
-    each costs ~50 MiB while it runs, so a small board trades startup time for memory. 0: inline."""
+    """Processes that analyze bodies for the body index at startup when there is much to
+    analyze (no saved index; capped by the CPU count); each costs ~30 MiB while it runs, so a
+    small board trades that time for memory. 0: on a thread of the server."""
+    memory_budget: int | None = None
+    """Bytes the server is sized for (``memory.Shares``: every cache's bound); None: the
+    cgroup's memory limit, else 384 MiB."""
     watch_limit: int = 4096
     """WATCH subscriptions open at once in all; 0 turns WATCH off (answered as unsupported)."""
     watch_connection_limit: int = 16
@@ -172,6 +177,27 @@ def _at_least(
     return check
 
 
+_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:i?B)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(value: object) -> int:
+    """Bytes in a size such as ``384M``, ``1G``, ``524288K`` or ``268435456`` (units are powers
+    of 1024, as systemd's ``MemoryMax`` reads them)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    found = _SIZE.fullmatch(_text(value).strip())
+    if found is None:
+        raise ValueError(f"not a size (like 384M or 1G): {value!r}")
+    return int(found.group(1)) * _SIZE_UNITS[found.group(2).upper()]
+
+
+def _at_least_size(size: int, value: object) -> int:
+    if size < MIN_MEMORY_BUDGET:
+        raise ValueError(f"must be at least {MIN_MEMORY_BUDGET >> 20}M: {value!r}")
+    return size
+
+
 def _port(value: object) -> int:
     number = _int(value, "a port number")
     if not 0 <= number <= 65535:
@@ -229,7 +255,12 @@ _SETTINGS: dict[str, _Setting] = {
         _at_least(_seconds, 0), "Time between store change scans; 0: none.", "SECONDS"
     ),
     "index_workers": _Setting(
-        _at_least(_int, 0), "Startup indexing processes (~50 MiB each while indexing); 0: inline."
+        _at_least(_int, 0), "Startup indexing processes (~30 MiB each while indexing); 0: none."
+    ),
+    "memory_budget": _Setting(
+        lambda value: _at_least_size(parse_size(value), value),
+        "Memory the server is sized for (cache bounds); default: the cgroup limit, else 384M.",
+        "SIZE",
     ),
     "watch_limit": _Setting(_at_least(_int, 0), "WATCH subscriptions in all; 0: WATCH off."),
     "watch_connection_limit": _Setting(_at_least(_int, 1), "WATCH subscriptions per connection."),

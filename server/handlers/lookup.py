@@ -18,6 +18,9 @@ from markproto.server.search.graph import LINKS
 from markproto.server.search.service import BadQuery, Query, parse_query
 from markproto.server.storage.store import Version
 
+BUILD_WAIT = 5.0
+"""Seconds a LOOKUP waits for the index being built at startup before it is refused."""
+
 
 def handle(
     request: wire.Request, path: str, ctx: Context
@@ -35,11 +38,17 @@ def handle(
 def _indexed(
     ctx: Context, answer: Callable[[], wire.Response]
 ) -> wire.Response | Awaitable[wire.Response]:
-    """The answer now, or once index work a burst of writes held back is done."""
-    if not ctx.content.indexing:
+    """The answer now, or once the indexes are whole: the startup build done (never an answer
+    from part of it; refused past ``BUILD_WAIT``) and the index work a burst of writes held
+    back caught up."""
+    lookup = ctx.lookup
+    building = lookup is not None and not lookup.ready
+    if not building and not ctx.content.indexing:
         return answer()
 
     async def when_indexed() -> wire.Response:
+        if lookup is not None and not await lookup.wait_built(BUILD_WAIT):
+            return wire.error_response(status.Status.SERVER_ERROR, status.INDEX_BUILDING)
         await ctx.content.indexed()
         return answer()
 
@@ -53,13 +62,14 @@ def _answer(query: Query, request: wire.Request, path: str, ctx: Context) -> wir
         return not_found(scope)
     if ctx.lookup is None:
         return wire.error_response(status.Status.SERVER_ERROR, status.INTERNAL)
+    lookup = ctx.lookup
     token = meta.get("auth", "")
 
     def load(doc_path: str) -> Version | None:
         current = ctx.content.current(doc_path)
         return ctx.content.read(current) if current is not None else None
 
-    rows = ctx.lookup.answer(
+    rows = lookup.answer(
         query, scope, readable=lambda row_path: ctx.can_read(row_path, token), load=load
     )
     out = {"matches": str(len(rows))}

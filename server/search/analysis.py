@@ -8,40 +8,48 @@ arrays. Nothing per posting is a Python object: a term's postings are 32-bit ent
 ``section << 8 | flags`` (sections numbered from 0 within the analysis; the index adds the base
 slot it gives them), flags being the term frequency capped at ``TF_MAX``, ``IN_TRAIL`` and
 ``IN_HEADING``. Stripped text is never kept: a section keeps its span in the body (a snippet is
-cut again from there), its word count, its anchor and heading, and the document keeps its
-vocabulary, compressed, for removal. The same pass finds the document's links
+cut again from there), its word count and its heading; its anchor is its heading's slug but
+where the dedupe gave it a suffix. Nothing else is kept that the body can give again: removal
+analyses the old body again for its terms. The same pass finds the document's links
 (``protocol.links.Extractor``), packed for the link index: one parse feeds both indexes.
 
-Transient memory is bounded per piece, not per body: the body is never decoded whole (the heading
-parse reads it a line-aligned piece at a time, each section is decoded on its own), and sections
-are cut, stripped and counted one at a time (long ones a piece at a time). What stays is per
-distinct word and per heading: their strings, while the document is analysed.
+Transient memory is bounded by pieces, not by the body, whatever its shape: the body is never
+decoded whole (the heading parse streams line-aligned pieces of it, and a section's text is
+decoded, stripped and split 16 KiB at a time), headings are handled one at a time as the parse
+gives them, and postings gather in runs of at most ``RUN_TERMS`` distinct terms (each run packed
+into three flat arrays before the next starts), so a document of 100k headings or 50k distinct
+words never holds that many strings at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import zlib
 from array import array
+from bisect import bisect_left
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import overload
 
 from markproto.protocol import mdoutline
 from markproto.protocol.document import OwnFacts, own_facts
-from markproto.protocol.links import Extractor
-from markproto.server.search.links import pack
+from markproto.protocol.links import Extractor, Link
+from markproto.server.search.links import pack_tails, tail
 from markproto.server.search.text import name_length, strip_markup, text_words, word_set
 
 __all__ = [
     "FLAG_BITS",
     "IN_HEADING",
     "IN_TRAIL",
+    "RUN_TERMS",
     "TF_MAX",
     "Analysis",
+    "Outline",
     "Postings",
     "analyze",
     "analyze_many",
+    "narrow",
 ]
 
 FLAG_BITS = 8
@@ -49,17 +57,87 @@ FLAG_BITS = 8
 TF_MAX = 63
 IN_TRAIL = 64
 IN_HEADING = 128
+RUN_TERMS = 2048
+"""Distinct terms gathered before they are packed into a run of postings."""
+HEADINGS_PER_PART = 256
+"""Heading texts joined into one string of ``Outline.headings`` (a power of two)."""
+
+_LIMITS = (("B", 0xFF), ("H", 0xFFFF), ("I", 0xFFFFFFFF))
+
+
+def narrow(values: array[int]) -> array[int]:
+    """``values`` in the smallest unsigned array type that holds them all (word counts, posting
+    counts: mostly small)."""
+    top = max(values, default=0)
+    code = next(code for code, limit in _LIMITS if top <= limit)
+    return values if values.typecode == code else array(code, values)
 
 
 @dataclass(frozen=True, slots=True)
 class Postings:
-    """Postings ready to append to an index: for each term (``terms``, newline-joined; a word
-    never holds whitespace) ``counts[i]`` entries ``section << 8 | flags``, term after term, each
-    term's in section order. Sections are numbered from 0 across everything analysed together."""
+    """One run of postings, ready to append to an index: for each term (``terms``,
+    newline-joined; a word never holds whitespace) ``counts[i]`` entries ``section << 8 |
+    flags``, term after term, each term's in section order. Sections are numbered from 0
+    across everything analysed together. A term may be in several runs, later runs holding
+    later sections, and a section split between two runs (a long one) has an entry in each,
+    to be combined (``combine``)."""
 
     terms: str
     counts: array[int]
     entries: array[int]
+
+
+def combine(first: int, second: int) -> int:
+    """One entry from two of the same section: frequencies added (capped), flags or-ed."""
+    tf = min((first & TF_MAX) + (second & TF_MAX), TF_MAX)
+    return (first | second) & ~TF_MAX | tf
+
+
+@dataclass(frozen=True, slots=True)
+class Outline:
+    """What the index keeps of a document's sections: for each, where its own text is, its word
+    count, its heading's word count, its heading and its anchor."""
+
+    starts: array[int]
+    """Where each section's own text starts, in bytes (a section decodes on its own)."""
+    sizes: array[int]
+    """Its own text's size in bytes."""
+    lengths: array[int]
+    """Words per section (the BM25 length of its text)."""
+    heads: bytes
+    """Distinct words of each section's own heading (capped at 255)."""
+    headings: tuple[str, ...]
+    """The sections' heading texts ("" for the preamble), joined ``HEADINGS_PER_PART`` at a
+    time (one string of 100k headings would be built from 100k strings)."""
+    heading_sizes: array[int]
+    """Each heading text's length."""
+    preamble: bool
+    """Whether section 0 is the preamble (its anchor is "", not a heading's)."""
+    suffixed: array[int]
+    """The sections whose anchor has a dedupe suffix, ascending, and ``suffixes`` theirs."""
+    suffixes: array[int]
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def heading(self, section: int) -> str:
+        first = section & -HEADINGS_PER_PART
+        start = sum(self.heading_sizes[first:section])
+        return self.headings[section // HEADINGS_PER_PART][
+            start : start + self.heading_sizes[section]
+        ]
+
+    def anchor(self, section: int) -> str:
+        if section == 0 and self.preamble:
+            return ""
+        at = bisect_left(self.suffixed, section)
+        found = at < len(self.suffixed) and self.suffixed[at] == section
+        return mdoutline.anchor(self.heading(section), self.suffixes[at] if found else 0)
+
+    def span(self, section: int) -> tuple[int, int]:
+        """Where the section's own text starts and ends in the body."""
+        start = self.starts[section]
+        return start, start + self.sizes[section]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,47 +145,43 @@ class Analysis:
     """Everything the indexes need from one body."""
 
     facts: OwnFacts
-    spans: array[int]
-    """Start and end of each section's own text, in bytes (a section decodes on its own)."""
-    lengths: array[int]
-    """Words per section (the BM25 length of its text)."""
-    heads: bytes
-    """Distinct words of each section's own heading, its attribute block aside (``name_length``;
-    capped at 255)."""
-    names: str
-    name_ends: array[int]
-    """Anchor, then heading, of each section: item i is ``names[ends[i-1]:ends[i]]``."""
-    vocab: bytes
-    """The document's terms, newline-joined and compressed: all that removal needs."""
+    outline: Outline
     links: bytes
     """The document's links, packed (``links.pack``): what the link index keeps."""
     link_count: int
     ids: str
     """The ids HTML elements of the body set, newline-joined (anchors besides the headings')."""
-    postings: Postings | None
-    """None when the postings travel in a batch's block (``analyze_many``)."""
+    postings: tuple[Postings, ...] | None
+    """None when the postings travel in a batch's runs (``analyze_many``)."""
 
     @property
     def sections(self) -> int:
-        return len(self.lengths)
+        return len(self.outline)
 
     @property
     def slots(self) -> int:
         """Index slots the document takes: one per section, and one for a document without
         any, so that every document's first slot is its own."""
-        return max(len(self.lengths), 1)
+        return max(len(self.outline), 1)
+
+    def terms(self) -> Iterator[str]:
+        """The document's terms (a term in several runs comes once a run)."""
+        assert self.postings is not None
+        for run in self.postings:
+            if run.terms:
+                yield from run.terms.split("\n")
 
 
 def analyze(body: bytes) -> Analysis:
     """Cut a body into the shared mdoutline sections and split each into words (SPEC §5.7)."""
     found = _Found()
-    return dataclasses.replace(_analyze(body, found, 0), postings=found.pack())
+    return dataclasses.replace(_analyze(body, found, 0), postings=found.finish())
 
 
-def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], Postings]:
+def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], tuple[Postings, ...]]:
     """``analyze`` over a batch (the unit of work a bulk build sends to a worker process), with
-    the batch's postings in one block, sections numbered on across its documents, so the index
-    appends once per term, not per document."""
+    the batch's postings in one set of runs, sections numbered on across its documents, so the
+    index appends once per term and run, not per document."""
     found = _Found()
     analyses = []
     base = 0
@@ -115,74 +189,68 @@ def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], Postings]:
         analysis = _analyze(body, found, base)
         analyses.append(analysis)
         base += analysis.slots
-    return analyses, found.pack()
+    return analyses, found.finish()
 
 
 class _Found:
     """Postings as they are found: one entry array and, beside it, each entry's term number,
-    so a term costs its string and a few array items, not an array of its own."""
+    so a term costs its string and a few array items, not an array of its own; packed into a
+    run whenever ``RUN_TERMS`` distinct terms are held."""
 
     def __init__(self) -> None:
+        self.runs: list[Postings] = []
+        self._start()
+
+    def _start(self) -> None:
         self.ids: dict[str, int] = {}
         self.of = array("I")
         """The term number of each entry."""
         self.entries = array("I")
         self.last = array("i")
         """Per term number, the index of its latest entry."""
-        self.seen = array("i")
-        """Per term number, the latest document (``begin``'s count) that holds it."""
-        self.documents = 0
-        self.vocab: list[str] = []
 
-    def begin(self) -> None:
-        """A new document: ``vocab`` collects its terms."""
-        self.documents += 1
-        self.vocab = []
+    def _room(self, terms: int) -> None:
+        if len(self.ids) + terms > RUN_TERMS and self.ids:
+            self.runs.append(self._pack())
+            self._start()
 
     def add_text(self, counts: Counter[str], entry: int) -> None:
-        """One section's text words: a new entry per term (the section's first for each)."""
-        ids, last, seen, entries, of, vocab = (
-            self.ids,
-            self.last,
-            self.seen,
-            self.entries,
-            self.of,
-            self.vocab,
-        )
-        document = self.documents
+        """One piece of a section's text: each term's count added to its entry for the section."""
+        self._room(len(counts))
+        ids, last, entries, of = self.ids, self.last, self.entries, self.of
+        section = entry >> FLAG_BITS
         for term, count in counts.items():
             number = ids.get(term)
             if number is None:
                 number = ids[term] = len(last)
                 last.append(-1)
-                seen.append(0)
-            if seen[number] != document:
-                seen[number] = document
-                vocab.append(term)
+            at = last[number]
+            if at >= 0 and entries[at] >> FLAG_BITS == section:
+                entries[at] = combine(entries[at], count if count < TF_MAX else TF_MAX)
+                continue
             last[number] = len(entries)
             entries.append(entry | (count if count < TF_MAX else TF_MAX))
             of.append(number)
 
-    def add(self, term: str, entry: int) -> None:
-        """Record ``entry`` for ``term``, or-ing its flags into the term's latest entry when that
-        one is for the same section."""
-        number = self.ids.get(term)
-        if number is None:
-            number = self.ids[term] = len(self.last)
-            self.last.append(-1)
-            self.seen.append(0)
-        if self.seen[number] != self.documents:
-            self.seen[number] = self.documents
-            self.vocab.append(term)
-        at = self.last[number]
-        if at >= 0 and self.entries[at] >> FLAG_BITS == entry >> FLAG_BITS:
-            self.entries[at] |= entry
-            return
-        self.last[number] = len(self.entries)
-        self.entries.append(entry)
-        self.of.append(number)
+    def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
+        """Or ``entry``'s flags into each term's entry for its section."""
+        self._room(len(terms))
+        ids, last, entries, of = self.ids, self.last, self.entries, self.of
+        section = entry >> FLAG_BITS
+        for term in terms:
+            number = ids.get(term)
+            if number is None:
+                number = ids[term] = len(last)
+                last.append(-1)
+            at = last[number]
+            if at >= 0 and entries[at] >> FLAG_BITS == section:
+                entries[at] |= entry
+                continue
+            last[number] = len(entries)
+            entries.append(entry)
+            of.append(number)
 
-    def pack(self) -> Postings:
+    def _pack(self) -> Postings:
         """Entries grouped by term (a counting sort: each term's stay in section order)."""
         counts = array("I", bytes(4 * len(self.last)))
         for number in self.of:
@@ -192,80 +260,212 @@ class _Found:
         for number, entry in zip(self.of, self.entries, strict=True):
             out[places[number]] = entry
             places[number] += 1
-        return Postings("\n".join(self.ids), counts, out)
+        return Postings("\n".join(self.ids), narrow(counts), out)
+
+    def seal(self) -> None:
+        """A document's end: its terms are packed now if they are many (they would be held
+        through the anchor pass otherwise), else left for the batch's next document."""
+        if len(self.ids) > RUN_TERMS // 4:
+            self.runs.append(self._pack())
+            self._start()
+
+    def finish(self) -> tuple[Postings, ...]:
+        if self.ids or not self.runs:
+            self.runs.append(self._pack())
+        runs, self.runs = tuple(self.runs), []
+        self._start()
+        return runs
 
 
 _PIECE = 1 << 14
-"""Characters of a section's text stripped and split at a time: markup stripping works line by
-line, so line-aligned pieces give the same words, and a long section's words are never all
+"""Bytes of a section's text decoded, stripped and split at a time: markup stripping works line
+by line, so line-aligned pieces give the same words, and a long section's words are never all
 held as strings at once."""
 
 
-def _words(text: str) -> tuple[Counter[str], int, bool]:
-    """The word counts of a section's raw text, its length, and whether its stripped text is
-    non-empty."""
-    counts: Counter[str] = Counter()
-    length, has_text, start = 0, False, 0
-    while start < len(text):
-        stop = len(text) if len(text) - start <= _PIECE else text.find("\n", start + _PIECE) + 1
-        stripped = strip_markup(text[start : stop or len(text)])
-        has_text = has_text or bool(stripped)
-        words = text_words(stripped)
-        length += len(words)
-        counts.update(words)
-        start = stop or len(text)
-    return counts, length, has_text
+def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tuple[int, bool]:
+    """Add the words of a section's own text ``body[start:stop]`` to ``found``; its length
+    and whether its stripped text is non-empty."""
+    length, has_text = 0, False
+    while start < stop:
+        end = stop if stop - start <= _PIECE else body.find(b"\n", start + _PIECE, stop) + 1
+        end = end or stop
+        stripped = strip_markup(body[start:end].decode("utf-8", "replace"))
+        if stripped:
+            has_text = True
+            words = text_words(stripped)
+            length += len(words)
+            found.add_text(Counter(words), entry)
+        start = end
+    return length, has_text
+
+
+def _wider(values: array[int], value: int) -> array[int]:
+    """``values`` with ``value`` appended, in a wider type first if it needs one."""
+    if value > _LIMITS[-1][1]:
+        raise OverflowError(value)
+    for code, limit in _LIMITS:
+        if values.typecode == code and value > limit:
+            values = array(next(c for c, top in _LIMITS if value <= top), values)
+            break
+    values.append(value)
+    return values
+
+
+class _Headings(Sequence[str]):
+    """Every heading's text in document order (what the anchor dedupe reads), from the kept
+    sections' headings and the dropped headings' positions (a dropped heading's text is "")."""
+
+    def __init__(self, outline: Outline, dropped: array[int], count: int) -> None:
+        self._outline, self._dropped, self._count = outline, dropped, count
+        self._first = 1 if outline.preamble else 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        at = bisect_left(self._dropped, index)
+        if at < len(self._dropped) and self._dropped[at] == index:
+            return ""
+        return self._outline.heading(index - at + self._first)
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self.__getitem__, range(self._count))
 
 
 def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     """Add this body's postings to ``found`` (sections numbered from ``base``)."""
-    spans, lengths, heads, name_ends = array("I"), array("I"), bytearray(), array("I")
-    names: list[str] = []
-    heading_words: dict[str, frozenset[str]] = {}
+    starts, sizes, lengths, heads = array("I"), array("B"), array("B"), bytearray()
+    heading_sizes = array("B")
+    headings: list[str] = []
+    parts: list[str] = []
+    dropped = array("I")
+    """Headings whose section is not kept, numbered among all headings."""
+    trail_words: dict[str, frozenset[str]] = {}
     """The word sets of the current trail's headings (only those: a body may have 100k)."""
     entry = base << FLAG_BITS
-    size = 0
-    found.begin()
-    linked = Extractor(body)
-    for start, stop, section in mdoutline.iter_own_sections(body):
-        linked.section(start, stop, section)
-        counts, length, has_text = _words(section.text)
-        if not has_text and not section.heading:
+    count = 0
+    preamble = False
+    linked = _Links(body)
+    for span in mdoutline.iter_own_spans(body):
+        linked.section(span, count)
+        length, has_text = _words(body, span.start, span.stop, found, entry)
+        if not has_text and not span.heading:
+            if span.level:
+                dropped.append(count)
+                count += 1
             continue
-        found.add_text(counts, entry)
-        del counts
-        heading_words = {
-            heading: heading_words.get(heading) or frozenset(word_set((heading,)))
-            for heading in section.trail
+        if span.level:
+            count += 1
+        else:
+            preamble = True
+        trail_words = {
+            heading: trail_words.get(heading) or frozenset(word_set((heading,)))
+            for heading in span.trail
         }
         own: frozenset[str] = frozenset()
-        for level, heading in enumerate(reversed(section.trail)):
-            if level == 0:
-                own = heading_words[heading]
-                for term in own:
-                    found.add(term, entry | IN_TRAIL | IN_HEADING)
-            else:
-                for term in heading_words[heading] - own:
-                    found.add(term, entry | IN_TRAIL)
-        spans.extend((start, stop))
-        lengths.append(length)
-        heads.append(min(name_length((section.heading,), own), 255))
-        for name in (section.anchor, section.heading):
-            names.append(name)
-            size += len(name)
-            name_ends.append(size)
+        if span.trail:
+            own = trail_words[span.trail[-1]]
+            found.add(own, entry | IN_TRAIL | IN_HEADING)
+            above = set().union(*(trail_words[heading] for heading in span.trail[:-1])) - own
+            found.add(above, entry | IN_TRAIL)
+        starts.append(span.start)
+        sizes = _wider(sizes, span.stop - span.start)
+        lengths = _wider(lengths, length)
+        heads.append(min(name_length((span.heading,), own), 255))
+        headings.append(span.heading)
+        heading_sizes = _wider(heading_sizes, len(span.heading))
+        if len(headings) == HEADINGS_PER_PART:
+            parts.append("".join(headings))
+            headings.clear()
         entry += 1 << FLAG_BITS
-    packed, link_count = pack(linked.links())
-    return Analysis(
-        facts=own_facts(body),
-        spans=spans,
-        lengths=lengths,
-        heads=bytes(heads),
-        names="".join(names),
-        name_ends=name_ends,
-        vocab=zlib.compress("\n".join(sorted(found.vocab)).encode(), 1),
-        links=packed,
-        link_count=link_count,
-        ids="\n".join(i for i in linked.ids if "\n" not in i),
-        postings=None,
+    if headings:
+        parts.append("".join(headings))
+    found.seal()
+    outline = Outline(
+        starts,
+        sizes,
+        lengths,
+        bytes(heads),
+        tuple(parts),
+        heading_sizes,
+        preamble,
+        array("I"),
+        array("I"),
     )
+    suffixed, suffixes = outline.suffixed, outline.suffixes
+    first = 1 if preamble else 0
+    gone = 0
+    linked.finish()
+    wanted = set(linked.headings)
+    anchors: dict[int, str] = {-1: ""}
+    texts = _Headings(outline, dropped, count)
+    for number, suffix in enumerate(mdoutline.anchor_suffixes(texts)):
+        if number in wanted:
+            anchors[number] = mdoutline.anchor(texts[number], suffix)
+        if gone < len(dropped) and dropped[gone] == number:
+            gone += 1
+        elif suffix:
+            suffixed.append(number - gone + first)
+            suffixes.append(suffix)
+    packed, link_count = linked.pack(anchors)
+    return Analysis(own_facts(body), outline, packed, link_count, linked.ids(), None)
+
+
+_HEADING_KEY = "\0"
+"""A link's section while the anchors are not yet known: this and its heading's number."""
+_LINK_MARKS = (b"[", b"<", b"://", b"www.")
+"""What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
+
+
+class _Links:
+    """The body's links as the sections stream by, each kept as one string (``links.tail``)
+    with its line and its heading's number in arrays, until the anchors are known: a
+    link-dense body holds a few bytes a link beside its text, not a tuple of strings."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+        self._extractor = Extractor(body)
+        self.lines = array("I")
+        self.headings = array("i")
+        """Each link's heading, numbered among all headings (-1: before the first)."""
+        self.tails: list[str] = []
+
+    def section(self, span: mdoutline.OwnSpan, heading: int) -> None:
+        """Feed one section: its own text decoded only if it may hold a link."""
+        body, start, stop = self._body, span.start, span.stop
+        marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+        text = body[start:stop].decode("utf-8", "replace") if marked else ""
+        key = f"{_HEADING_KEY}{heading}" if span.level else ""
+        own = mdoutline.OwnSection(key, span.heading, span.level, span.trail, text)
+        self._extractor.section(start, stop, own)
+        self._keep(self._extractor.drain())
+
+    def _keep(self, found: list[Link]) -> None:
+        for link in found:
+            rest = tail(link)
+            if rest is not None:
+                self.lines.append(link.line)
+                self.headings.append(int(link.section[1:]) if link.section else -1)
+                self.tails.append(rest)
+
+    def finish(self) -> None:
+        """The reference links, matched to their definitions now."""
+        self._keep(self._extractor.links())
+
+    def pack(self, anchors: dict[int, str]) -> tuple[bytes, int]:
+        """The links packed in the order of the body, given each heading's anchor."""
+        lines, headings, tails = self.lines, self.headings, self.tails
+        order = sorted(range(len(tails)), key=lines.__getitem__)  # stable: found order in a line
+        return pack_tails((lines[i], anchors[headings[i]], tails[i]) for i in order)
+
+    def ids(self) -> str:
+        return "\n".join(i for i in self._extractor.ids if "\n" not in i)

@@ -9,25 +9,27 @@ ours (``Weights``, docs/SPEC.md §5.7).
 Memory is what bounds a body index, so nothing per posting is a Python object. Every section of
 every live document has a slot (a 24-bit number; slots only grow, so a new document's sections
 come after every other's), and a term's postings are one ``array('I')`` of entries
-``slot << 8 | flags``, sorted, so matching is set algebra in C. A document keeps its analysis but
-for the postings: section spans, word counts, names and its compressed vocabulary, to find its
-postings again on removal. A snippet is cut again from the body for each row shown. A term left
-without postings is dropped, so the vocabulary never outgrows the live documents; when slots run
-out, the live ones are renumbered from 0 (in order, so every array stays sorted).
+``slot << 8 | flags``, sorted, so matching is set algebra in C. A document keeps its analysis's
+outline (section spans, word counts, headings) and nothing that its body can give again: a
+snippet is cut again from the body for each row shown, and removal is given the terms of the
+body indexed (analysed again, off the event loop) or else searches every term for its slots. A
+term left without postings is dropped, so the vocabulary never outgrows the live documents; when
+slots run out, the live ones are renumbered from 0 (in order, so every array stays sorted).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import sys
-import zlib
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, and_, contains, rshift
+from typing import Any
 
 from markproto.protocol.gotext import lower
 from markproto.protocol.limits import LOOKUP_MAX, SNIPPET_MAX
@@ -37,14 +39,19 @@ from markproto.server.search.analysis import (
     IN_TRAIL,
     TF_MAX,
     Analysis,
+    Outline,
     Postings,
+    combine,
+    narrow,
 )
-from markproto.server.search.catalog import Entry
+from markproto.server.search.catalog import Entry, SavedEntry
 from markproto.server.search.text import loose_text, name_length, strip_line
 
 __all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Weights", "snippet"]
 
 MAX_SLOTS = 1 << (32 - FLAG_BITS)
+DumpedDoc = tuple[SavedEntry, str, int, tuple[Any, ...]]
+"""A document as ``BodyIndex.dump`` gives it: entry, content hash, first slot, outline."""
 _FLAGS = (1 << FLAG_BITS) - 1
 
 
@@ -120,37 +127,35 @@ def _cut(line: str) -> str:
 
 @dataclass(slots=True, eq=False)
 class _Doc:
-    """A live document: its catalog entry and prior, its first slot, and its analysis but for
-    the postings."""
+    """A live document: its catalog entry and prior, its first slot, and its analysis's outline
+    (the postings are the index's)."""
 
     entry: Entry
     content_hash: str
     start: int
-    spans: array[int]
-    lengths: array[int]
-    heads: bytes
-    names: str
-    name_ends: array[int]
-    vocab: bytes
-    """The document's terms, newline-joined and compressed: only removal reads them."""
+    outline: Outline
     prior: float
 
     @property
     def sections(self) -> int:
-        return len(self.lengths)
+        return len(self.outline)
 
     @property
     def slots(self) -> int:
         """Slots taken (``Analysis.slots``)."""
-        return max(len(self.lengths), 1)
+        return max(len(self.outline), 1)
 
-    def name(self, item: int) -> str:
-        ends = self.name_ends
-        return self.names[ends[item - 1] if item else 0 : ends[item]]
+    @property
+    def lengths(self) -> array[int]:
+        return self.outline.lengths
+
+    @property
+    def heads(self) -> bytes:
+        return self.outline.heads
 
 
 def _anchor(doc: _Doc, section: int) -> str:
-    return doc.name(2 * section) if section >= 0 else ""
+    return doc.outline.anchor(section) if section >= 0 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,13 +181,13 @@ class Hit:
 
     @property
     def heading(self) -> str:
-        return self.doc.name(2 * self.section + 1) if self.section >= 0 else ""
+        return self.doc.outline.heading(self.section) if self.section >= 0 else ""
 
     def snippet(self, body: bytes, terms: Sequence[str], rarity: Sequence[float] = ()) -> str:
         """This row's snippet, cut again from the body it was indexed from."""
         if self.section < 0:
             return ""
-        start, end = self.doc.spans[2 * self.section : 2 * self.section + 2]
+        start, end = self.doc.outline.span(self.section)
         return snippet(body[start:end].decode("utf-8", "replace"), terms, rarity)
 
 
@@ -269,8 +274,12 @@ class BodyIndex:
         assert analysis.postings is not None, "a batch's analyses go in with apply_batch"
         self.apply_batch([(entry, content_hash, analysis)], analysis.postings)
 
-    def apply_batch(self, docs: Sequence[tuple[Entry, str, Analysis]], block: Postings) -> None:
-        """Index the documents of one ``analyze_many`` batch (distinct paths) and its block."""
+    def apply_batch(
+        self, docs: Sequence[tuple[Entry, str, Analysis]], runs: Sequence[Postings]
+    ) -> None:
+        """Index the documents of one ``analyze_many`` batch (distinct paths) and its runs of
+        postings. A document indexed before is removed first (a caller that has its terms
+        removes it with them first, which is cheaper)."""
         for entry, _, _ in docs:
             self.remove(entry.path)
         need = sum(analysis.slots for _, _, analysis in docs)
@@ -281,36 +290,30 @@ class BodyIndex:
         base = self._next_slot
         start = base
         for entry, content_hash, analysis in docs:
-            doc = _Doc(
-                entry,
-                content_hash,
-                start,
-                analysis.spans,
-                analysis.lengths,
-                analysis.heads,
-                analysis.names,
-                analysis.name_ends,
-                analysis.vocab,
-                self._prior(entry),
-            )
-            self._docs[start] = doc
-            self._starts.append(start)
-            self._paths[entry.path] = start
-            for term in entry.terms:
-                self._holders.setdefault(term, array("I")).append(start)
-            self._sections += doc.sections
-            self._length += sum(doc.lengths)
-            self._heading_length += sum(doc.heads)
-            start += doc.slots
+            start += self._add(entry, content_hash, start, analysis.outline).slots
         self._next_slot = start
-        self._extend(block, base)
+        for run in runs:
+            self._extend(run, base)
 
-    def _extend(self, block: Postings, base: int) -> None:
-        postings, entries = self._postings, block.entries
+    def _add(self, entry: Entry, content_hash: str, start: int, outline: Outline) -> _Doc:
+        """A document's own records from ``start`` (its postings are the caller's)."""
+        doc = _Doc(entry, content_hash, start, outline, self._prior(entry))
+        self._docs[start] = doc
+        self._starts.append(start)
+        self._paths[entry.path] = start
+        for term in entry.terms:
+            self._holders.setdefault(term, array("I")).append(start)
+        self._sections += doc.sections
+        self._length += sum(doc.lengths)
+        self._heading_length += sum(doc.heads)
+        return doc
+
+    def _extend(self, run: Postings, base: int) -> None:
+        postings, entries = self._postings, run.entries
         shift = base << FLAG_BITS
         begin = 0
-        terms = block.terms.split("\n") if block.terms else ()
-        for term, count in zip(terms, block.counts, strict=True):
+        terms = run.terms.split("\n") if run.terms else ()
+        for term, count in zip(terms, run.counts, strict=True):
             stop = begin + count
             part = entries[begin:stop]
             if shift:
@@ -318,25 +321,42 @@ class BodyIndex:
             found = postings.get(term)
             if found is None:
                 postings[term] = part
+            elif found[-1] >> FLAG_BITS == part[0] >> FLAG_BITS:  # a section split by runs
+                found[-1] = combine(found[-1], part[0])
+                found += part[1:]
             else:
                 found += part
             begin = stop
 
-    def remove(self, path: str) -> None:
+    def entry(self, path: str) -> Entry | None:
+        """The catalog entry of ``path`` as indexed, if it is."""
+        start = self._paths.get(path)
+        return None if start is None else self._docs[start].entry
+
+    def indexed(self, path: str) -> str | None:
+        """The content hash of the version of ``path`` indexed, if any."""
+        start = self._paths.get(path)
+        return None if start is None else self._docs[start].content_hash
+
+    def remove(self, path: str, terms: Iterable[str] | None = None) -> None:
+        """Forget a document. ``terms`` are its terms (``Analysis.terms`` of the body indexed,
+        a superset will do); without them every term's postings are searched for its slots."""
         start = self._paths.pop(path, None)
         if start is None:
             return
         doc = self._docs.pop(start)
         del self._starts[bisect_left(self._starts, start)]
         low, high = start << FLAG_BITS, (start + doc.slots) << FLAG_BITS
-        vocab = zlib.decompress(doc.vocab).decode()
-        for term in vocab.split("\n") if vocab else ():
-            found = self._postings[term]
+        postings = self._postings
+        for term in list(postings) if terms is None else terms:
+            found = postings.get(term)
+            if found is None:
+                continue
             begin = bisect_left(found, low)
             stop = bisect_left(found, high, begin)
             if stop - begin == len(found):
-                del self._postings[term]
-            else:
+                del postings[term]
+            elif stop > begin:
                 del found[begin:stop]
         for term in doc.entry.terms:
             holders = self._holders[term]
@@ -347,6 +367,41 @@ class BodyIndex:
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
+
+    # -- saved and restored -----------------------------------------------------------------
+
+    def dump(self) -> tuple[list[DumpedDoc], str, array[int], array[int], int]:
+        """The index as plain data for ``restore``: per document its catalog entry's saved
+        form, content hash, first slot and outline fields; every term's postings in two flat
+        arrays; the next slot."""
+        docs = [
+            (doc.entry.saved(), doc.content_hash, doc.start, dataclasses.astuple(doc.outline))
+            for doc in self._docs.values()
+        ]
+        counts, entries = array("I"), array("I")
+        for found in self._postings.values():
+            counts.append(len(found))
+            entries.extend(found)
+        return docs, "\n".join(self._postings), narrow(counts), entries, self._next_slot
+
+    def restore(
+        self,
+        docs: Sequence[tuple[Entry, str, int, Outline]],
+        terms: str,
+        counts: array[int],
+        entries: array[int],
+        next_slot: int,
+    ) -> None:
+        """Make an empty index the one ``dump`` gave (its entries built again by the caller,
+        from what the documents' versions are now)."""
+        assert not self._docs, "restore into an empty index"
+        for entry, content_hash, start, outline in sorted(docs, key=lambda doc: doc[2]):
+            self._add(entry, content_hash, start, outline)
+        begin = 0
+        for term, count in zip(terms.split("\n") if terms else (), counts, strict=True):
+            self._postings[term] = entries[begin : begin + count]
+            begin += count
+        self._next_slot = next_slot
 
     def _compact(self) -> None:
         """Renumber the live slots from 0, in order (rare: only when slots run out)."""
@@ -541,7 +596,7 @@ class BodyIndex:
         for start in bare:
             doc = self._docs[start]
             heading = w.heading / (head_c + head_slope * _title_length(doc.entry))
-            preamble = bool(doc.sections) and not doc.name(1)  # text before any heading
+            preamble = doc.outline.preamble  # text before any heading
             text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
             raw = 0.0
             for entries, weight in zip(lists, idf, strict=True):

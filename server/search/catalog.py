@@ -28,10 +28,14 @@ __all__ = [
     "Clause",
     "Entry",
     "FilterError",
+    "SavedEntry",
     "parse_filter",
 ]
 
 _JOURNAL_DEMOTE = 0.5
+
+SavedEntry = tuple[str, str, tuple[str, ...], float, dict[str, str]]
+"""What ``Entry.restored`` makes an entry from: path, title, tags, importance, metadata."""
 
 
 # --- entries -----------------------------------------------------------------------------------
@@ -70,13 +74,24 @@ class Entry:
                 effective[key] = value
         tags = tuple(metadata.split_tags(effective.get("tags", "")))
         title = document.title(path, meta, facts)
+        importance = metadata.parse_importance(effective.get("importance"))
+        return cls.restored((path, title, tags, importance, effective), modified)
+
+    def saved(self) -> SavedEntry:
+        """What ``restored`` makes this entry again from (its modified time aside)."""
+        return self.path, self.title, self.tags, self.importance, self.meta
+
+    @classmethod
+    def restored(cls, saved: SavedEntry, modified: datetime) -> Entry:
+        """An entry from ``saved()`` (a saved index) and its version's modified time."""
+        path, title, tags, importance, meta = saved
         return cls(
             path=path,
             title=title,
-            tags=tags,
-            importance=metadata.parse_importance(effective.get("importance")),
+            tags=tuple(tags),
+            importance=importance,
             modified=modified,
-            meta=effective,
+            meta=meta,
             terms=frozenset(word_set((*tags, title))),
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
             title_key=lower(title),

@@ -44,7 +44,7 @@ from markproto.protocol.links import (
 )
 
 if TYPE_CHECKING:
-    from markproto.server.search.analysis import Analysis
+    from markproto.server.search.analysis import Analysis, Outline
 
 __all__ = [
     "EXTERNAL",
@@ -54,7 +54,10 @@ __all__ = [
     "OK",
     "Edge",
     "LinkIndex",
+    "SavedLinks",
     "pack",
+    "pack_tails",
+    "tail",
     "unpack",
 ]
 
@@ -74,17 +77,37 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
     """A document's links as one compressed record (what the index keeps), and how many.
     A link whose target or section holds a control character is left out: no request could
     name it."""
-    records = [
-        _FIELD.join(
-            (str(link.line), _CODE[link.syntax], link.section, link.target, _one_line(link.label))
-        )
-        for link in found
-        if not has_control(link.target, tab_ok=True) and not has_control(link.section)
-    ]
-    if not records:
+    return pack_tails(
+        (link.line, link.section, rest) for link in found if (rest := tail(link)) is not None
+    )
+
+
+def tail(link: Link) -> str | None:
+    """What ``pack`` keeps of a link but its line and section (None: it is left out), so a
+    caller that learns the sections later holds one string a link meanwhile."""
+    if has_control(link.target, tab_ok=True):
+        return None
+    return _FIELD.join((_CODE[link.syntax], link.target, _one_line(link.label)))
+
+
+def pack_tails(found: Iterable[tuple[int, str, str]]) -> tuple[bytes, int]:
+    """``pack`` of links given as line, section and ``tail``, in the order of the body,
+    compressed as they come (the record is never held whole)."""
+    compressor = zlib.compressobj(1)
+    out: list[bytes] = []
+    count = 0
+    for line, section, rest in found:
+        if has_control(section):
+            continue
+        code, _, target_label = rest.partition(_FIELD)
+        record = _FIELD.join((str(line), code, section, target_label))
+        piece = f"{_RECORD}{record}" if count else record
+        out.append(compressor.compress(piece.encode("utf-8", "surrogatepass")))
+        count += 1
+    if not count:
         return b"", 0
-    text = _RECORD.join(records)
-    return zlib.compress(text.encode("utf-8", "surrogatepass"), 1), len(records)
+    out.append(compressor.flush())
+    return b"".join(out), count
 
 
 def _one_line(label: str) -> str:
@@ -136,17 +159,17 @@ class _Doc:
     count: int
     """Body links in ``links`` (relations are numbered after them)."""
     meta: Mapping[str, str]
-    names: str
-    name_ends: array[int]
-    """The body index's anchors and headings (``Analysis.names``), shared, not copied."""
+    outline: Outline
+    """The body index's sections (``Analysis.outline``), shared, not copied."""
     ids: str
     """Anchors HTML elements set, newline-joined (``Analysis.ids``)."""
 
     def headings(self) -> tuple[list[str], list[str]]:
         """Each section's anchor and heading text."""
-        ends, names = self.name_ends, self.names
-        items = [names[ends[i - 1] if i else 0 : ends[i]] for i in range(len(ends))]
-        return items[0::2], items[1::2]
+        sections = range(len(self.outline))
+        return [self.outline.anchor(i) for i in sections], [
+            self.outline.heading(i) for i in sections
+        ]
 
     def link(self, number: int) -> Link:
         if number < self.count:
@@ -172,6 +195,8 @@ class _Doc:
 
 
 Readable = Callable[[str], bool]
+SavedLinks = tuple[bytes, int, str]
+"""A document's packed links, how many, and its HTML ids (``LinkIndex.saved``)."""
 
 
 def _everyone(path: str) -> bool:
@@ -202,23 +227,24 @@ class LinkIndex:
 
     def apply(self, path: str, analysis: Analysis, meta: Mapping[str, str]) -> None:
         """Make ``path``'s links those of ``analysis`` and ``meta`` (replacing any before)."""
+        self.put(path, (analysis.links, analysis.link_count, analysis.ids), analysis.outline, meta)
+
+    def put(self, path: str, record: SavedLinks, outline: Outline, meta: Mapping[str, str]) -> None:
+        """Make ``path``'s links those of ``record`` (``saved``) and ``meta``."""
         self.remove(path)
-        doc = _Doc(
-            self._next,
-            path,
-            analysis.links,
-            analysis.link_count,
-            meta,
-            analysis.names,
-            analysis.name_ends,
-            analysis.ids,
-        )
+        packed, count, ids = record
+        doc = _Doc(self._next, path, packed, count, meta, outline, ids)
         self._next += 1
         self._docs[path] = doc
         self._numbers[doc.number] = doc
         _add(self._named, paths.base(path).lower(), doc.number)
         for key, entry in self._keys(doc):
             _add(self._wants, key, entry)
+
+    def saved(self, path: str) -> SavedLinks | None:
+        """What ``put`` makes ``path``'s links again from (a saved index), if it is indexed."""
+        doc = self._docs.get(path)
+        return None if doc is None else (doc.links, doc.count, doc.ids)
 
     def remove(self, path: str) -> None:
         doc = self._docs.pop(path, None)

@@ -2,23 +2,23 @@
 ``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the
 reader may not read, then cut to ``limit``).
 
-Indexing a document is two steps: ``analyze`` (a pure function of the body, which may run
-anywhere: a thread, a worker process) and ``apply`` (appending its arrays to the indexes, cheap,
-on the event loop). ``put`` does both inline (a 10 KB body re-indexes in a few milliseconds).
-The startup walk puts every document; inside ``bulk()`` the analyses run in worker processes,
-merged here in put order.
+Indexing a document is two steps: ``prepare`` (a pure function of the new body and, when it is
+known, of the one it replaces: the analysis of one and the terms of the other; any thread) and
+``settle`` (applying that to the indexes, cheap). ``put`` does both, the old body unknown (removal
+then searches the terms for the document's slots): ``Content`` calls it on the event loop for a
+lone write, on its backlog's thread during a burst.
+
+At startup the indexes are built in the background (``build``): until then the service is not
+``ready``, a LOOKUP waits for it, and the changes settled meanwhile are held (the latest per path)
+and applied over the built indexes when they are swapped in, so each ends up indexed once.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
-import multiprocessing
-import os
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from markproto.protocol import status
 from markproto.protocol.bodies import LookupRow
@@ -31,16 +31,14 @@ from markproto.protocol.limits import (
 )
 from markproto.protocol.metadata import go_quote
 from markproto.protocol.paths import atoi, in_scope
-from markproto.server.search.analysis import Analysis, Postings, analyze, analyze_many
+from markproto.server.search.analysis import Analysis, analyze
 from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
 from markproto.server.search.catalog import Catalog, Clause, Entry, FilterError, parse_filter
 from markproto.server.search.links import LinkIndex
 from markproto.server.search.text import catalog_terms, query_terms
 from markproto.server.storage.store import Version
 
-__all__ = ["BadQuery", "Lookup", "Query", "analyze", "parse_query"]
-
-_Batch = tuple[list[Analysis], Postings]
+__all__ = ["BadQuery", "Change", "Lookup", "Query", "analyze", "parse_query"]
 
 _HEADING_SEPARATOR = " \u203a "
 _MODES = ("catalog", "body")
@@ -95,116 +93,115 @@ def _limit(value: str) -> int | None:
     return min(number, LOOKUP_MAX) if number is not None and number >= 1 else None
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One document's change, prepared off the event loop for ``Lookup.settle``."""
+
+    path: str
+    doc: Version | None
+    """The new current version (its body dropped), or None when the path leaves the index."""
+    analysis: Analysis | None
+    old_hash: str | None
+    """The content hash of the version the change replaces, when it was known."""
+    old_terms: frozenset[str] | None
+    """That version's terms (what its removal needs), when it was known."""
+
+
 class Lookup:
     """The catalog, the body index and the link index behind LOOKUP, as one
     ``content.Index``."""
 
     def __init__(self, weights: Weights | None = None) -> None:
+        self.weights = weights
         self.catalog = Catalog()
         self.bodies = BodyIndex(weights)
         self.links = LinkIndex()
-        self._pool: concurrent.futures.Executor | None = None
-        self._batch: list[Version] = []
-        self._batch_bytes = 0
-        self._inflight: deque[tuple[list[Version], concurrent.futures.Future[_Batch]]]
-        self._inflight = deque()
-        self._workers = 0
-        self._batch_limit = 0
-        self._pending: set[str] = set()
-        """Paths in the queued batch or in flight."""
+        self._held: dict[str, Change] | None = None
+        """While a build runs: the changes settled meanwhile, the latest per path."""
+        self._built = asyncio.Event()
+        self._built.set()
+        self.dirty = False
+        """Whether the indexes changed since they were built or restored (a save is due)."""
 
     # -- keeping current -------------------------------------------------------------------------
 
-    def put(self, doc: Version) -> None:
-        if self._workers:
-            self._enqueue(doc)
-        else:
-            self.apply(doc, analyze(doc.body))
+    @staticmethod
+    def prepare(path: str, doc: Version | None, old: Version | None) -> Change:
+        """The work of a change that needs no index (any thread): the new body's analysis, and
+        the terms of the body it replaces, ``old`` (analysed again: nothing per document is
+        kept that its body can give). ``doc`` None: the path leaves the index."""
+        analysis = bare = old_hash = old_terms = None
+        if doc is not None:
+            analysis, bare = analyze(doc.body), replace(doc, body=b"")
+        if old is not None:
+            old_hash = old.content_hash
+            same = analysis if doc is not None and doc.content_hash == old_hash else None
+            old_terms = frozenset((same or analyze(old.body)).terms())
+        return Change(path, bare, analysis, old_hash, old_terms)
 
-    def apply(self, doc: Version, analysis: Analysis) -> None:
-        """Make ``doc`` current from its ``analyze(doc.body)``, done wherever the caller chose."""
-        self._drain()
-        self._apply([(doc, analysis)], analysis.postings)
+    def settle(self, change: Change) -> None:
+        """Apply a prepared change (event loop); held while a build runs."""
+        self.dirty = True
+        if self._held is not None:
+            first = self._held.get(change.path)
+            if first is not None:  # what the index has is what the first change replaced
+                change = replace(change, old_hash=first.old_hash, old_terms=first.old_terms)
+            self._held[change.path] = change
+            return
+        path = change.path
+        indexed = self.bodies.indexed(path)
+        if indexed is not None:
+            terms = change.old_terms if indexed == change.old_hash else None
+            self.catalog.remove(path)
+            self.bodies.remove(path, terms)
+        self.links.remove(path)
+        if change.doc is not None and change.analysis is not None:
+            doc = change.doc
+            entry = Entry.build(doc.path, doc.meta, doc.modified, change.analysis.facts)
+            self.catalog.put(entry)
+            self.bodies.apply(entry, doc.content_hash, change.analysis)
+            self.links.apply(path, change.analysis, doc.meta)
+
+    def put(self, doc: Version) -> None:
+        """Index ``doc`` inline (its old version's terms unknown: removal searches)."""
+        self.settle(self.prepare(doc.path, doc, None))
 
     def remove(self, path: str) -> None:
-        self._drain()
-        self.catalog.remove(path)
-        self.bodies.remove(path)
-        self.links.remove(path)
+        self.settle(Change(path, None, None, None, None))
 
-    def _apply(self, docs: Sequence[tuple[Version, Analysis]], block: Postings | None) -> None:
-        batch = []
-        for doc, analysis in docs:
-            entry = Entry.build(doc.path, doc.meta, doc.modified, analysis.facts)
-            self.catalog.put(entry)
-            self.links.apply(doc.path, analysis, doc.meta)
-            batch.append((entry, doc.content_hash, analysis))
-        assert block is not None
-        self.bodies.apply_batch(batch, block)
+    # -- the background build --------------------------------------------------------------------
 
-    @contextmanager
-    def bulk(self, workers: int | None = None, batch_bytes: int = 1 << 20) -> Iterator[None]:
-        """Analyze the bodies of the puts made inside in ``workers`` processes (default: one
-        per CPU; 0: inline), applying the results in put order; everything is applied on exit.
+    @property
+    def ready(self) -> bool:
+        """False while a build runs: the indexes are not yet those of every document."""
+        return self._built.is_set()
 
-        Bodies go to the workers in batches of about ``batch_bytes``, so a content root smaller
-        than one batch is indexed inline and starts no process. At most two batches per worker
-        are in flight, which bounds the bodies held in memory. Queries and removals inside wait
-        for what is pending first.
-        """
-        self._workers = (os.cpu_count() or 1) if workers is None else workers
-        self._batch_limit = batch_bytes
-        try:
-            yield
-            self._drain()
-        finally:
-            self._workers = 0
-            self._batch, self._batch_bytes = [], 0
-            self._inflight.clear()
-            self._pending.clear()
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-                self._pool = None
+    def begin_build(self) -> None:
+        """From now until ``finish_build``, settled changes are held (call it before the
+        server takes writes)."""
+        self._held = {}
+        self._built.clear()
 
-    def _enqueue(self, doc: Version) -> None:
-        if doc.path in self._pending:  # a batch holds one version of a path
-            self._drain()
-        self._pending.add(doc.path)
-        self._batch.append(doc)
-        self._batch_bytes += len(doc.body)
-        if self._batch_bytes >= self._batch_limit:
-            self._submit()
-            while self._inflight and (
-                self._inflight[0][1].done() or len(self._inflight) > 2 * self._workers
-            ):
-                self._merge_one()
+    def finish_build(
+        self, catalog: Catalog, bodies: BodyIndex, links: LinkIndex, *, changed: bool
+    ) -> None:
+        """Swap in the built indexes, then apply the changes held meanwhile (event loop).
+        ``changed``: they are not just what was saved."""
+        assert self._held is not None, "no build running"
+        links.authorities = self.links.authorities  # told to this one once the server bound
+        self.catalog, self.bodies, self.links = catalog, bodies, links
+        held, self._held = self._held, None
+        for change in held.values():
+            self.settle(change)
+        self.dirty = changed or bool(held)
+        self._built.set()
 
-    def _submit(self) -> None:
-        if self._pool is None:
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                self._workers, mp_context=multiprocessing.get_context("spawn")
-            )
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
-        future = self._pool.submit(analyze_many, [doc.body for doc in batch])
-        # The worker has the bodies now; keep what applying the result needs.
-        self._inflight.append(([dataclasses.replace(doc, body=b"") for doc in batch], future))
-
-    def _merge_one(self) -> None:
-        batch, future = self._inflight.popleft()
-        analyses, block = future.result()
-        self._apply(list(zip(batch, analyses, strict=True)), block)
-
-    def _drain(self) -> None:
-        """Apply every pending put (the queued batch inline, unless a pool is running)."""
-        if self._batch and self._pool is not None:
-            self._submit()
-        while self._inflight:
-            self._merge_one()
-        batch, self._batch, self._batch_bytes = self._batch, [], 0
-        for doc in batch:
-            analysis = analyze(doc.body)
-            self._apply([(doc, analysis)], analysis.postings)
-        self._pending.clear()
+    async def wait_built(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a running build; whether the indexes are ready."""
+        if not self.ready:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._built.wait(), timeout)
+        return self.ready
 
     # -- queries ---------------------------------------------------------------------------------
 
@@ -218,7 +215,6 @@ class Lookup:
         """The rows a LOOKUP shows: ranked (at most 1000), unreadable ones dropped silently,
         cut to the query's limit. ``load`` gives a document's current version, for body-mode
         snippets of the rows shown."""
-        self._drain()
         rows: list[LookupRow] = []
         limit, clauses = query.limit, query.clauses
         if not query.body:

@@ -43,7 +43,7 @@ log = logging.getLogger("markproto.server.storage.content")
 T = TypeVar("T")
 
 VERDICTS = 4096
-"""Chain verdicts kept (a few dozen bytes each)."""
+"""Chain verdicts kept by default (about 150 bytes each; the server's is ``memory.Shares``)."""
 
 
 class Index(Protocol):
@@ -118,7 +118,13 @@ class _VersionCache:
 class Content:
     """One content root, served."""
 
-    def __init__(self, store: Store, indexes: Iterable[Index] = (), cache_bytes: int = 32 << 20):
+    def __init__(
+        self,
+        store: Store,
+        indexes: Iterable[Index] = (),
+        cache_bytes: int = 32 << 20,
+        verdicts: int = VERDICTS,
+    ):
         self._store = store
         self._snapshot = Snapshot()
         self.indexes = list(indexes)
@@ -126,6 +132,9 @@ class Content:
         """Told of every change once it is applied (the WATCH change log)."""
         self._cache = _VersionCache(cache_bytes)
         self._verdicts: OrderedDict[bytes, bool] = OrderedDict()
+        self._max_verdicts = verdicts
+        self.changes = 0
+        """Documents changed since the content was opened (writes and scans)."""
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mark-writer")
         self._queue: list[_Job[Any]] = []
         self._in_flight = 0
@@ -138,10 +147,15 @@ class Content:
 
     @classmethod
     def open(
-        cls, root: Path, indexes: Iterable[Index] = (), cache_bytes: int = 32 << 20
+        cls,
+        root: Path,
+        indexes: Iterable[Index] = (),
+        cache_bytes: int = 32 << 20,
+        verdicts: int = VERDICTS,
     ) -> Content:
-        """Recover from interrupted writes, then build the snapshot and indexes in one walk."""
-        content = cls(Store(root), indexes, cache_bytes)
+        """Recover from interrupted writes, then build the snapshot and ``indexes`` in one walk
+        (an index built in the background instead is ``attach``-ed later)."""
+        content = cls(Store(root), indexes, cache_bytes, verdicts)
         with content._store.exclusive():
             recovery.recover(content._store.layout)
         for kind, path in content._store.layout.walk():
@@ -152,6 +166,15 @@ class Content:
             elif (version := content._load_logged(path)) is not None:
                 content._apply(version)
         return content
+
+    @property
+    def root(self) -> Path:
+        return self._store.layout.root.path
+
+    def attach(self, index: Index) -> None:
+        """Keep ``index`` current from now on; building it from the snapshot is its owner's
+        business (``current_versions``, ``load``)."""
+        self.indexes.append(index)
 
     def close(self) -> None:
         self._backlog.close()
@@ -193,6 +216,15 @@ class Content:
             version = dataclasses.replace(version, archived=current.archived)
         return version
 
+    def load(self, current: CurrentVersion) -> Version | None:
+        """The current version in full, read from disk and not cached (any thread: a build
+        reads every body once)."""
+        try:
+            return self._store.load_file(current.path, current.number, current.file)
+        except Corrupt as exc:
+            log.error("not indexing a corrupt version file: %s", exc)
+            return None
+
     def read_version(self, path: str, number: int) -> Version | None:
         """An older (or the current) version; archived state does not matter here."""
         return self._store.load(path, number)
@@ -218,7 +250,7 @@ class Content:
         loop = asyncio.get_running_loop()
         verdict = await loop.run_in_executor(self._reader, self._store.chain_valid, history)
         self._verdicts[_history_key(history)] = verdict
-        if len(self._verdicts) > VERDICTS:
+        if len(self._verdicts) > self._max_verdicts:
             self._verdicts.popitem(last=False)
         return verdict
 
@@ -305,6 +337,7 @@ class Content:
     def _applied(self, version: Version) -> None:
         """One of this server's writes is done: into the snapshot now, into the indexes now
         or, during a burst, after it."""
+        self.changes += 1
         self._snapshot.put(CurrentVersion.of(version))
         if self._in_flight or self._backlog:
             self._backlog.hold(version)
@@ -341,6 +374,7 @@ class Content:
     def _apply(self, version: Version) -> None:
         """A version found on disk (startup, change scans): into the snapshot and the indexes,
         behind held index work if there is any, so changes reach the indexes in order."""
+        self.changes += 1
         self._snapshot.put(CurrentVersion.of(version))
         if self._backlog:
             self._backlog.hold(version)
@@ -365,6 +399,7 @@ class Content:
                 log.exception("a change observer failed")
 
     def _forget(self, path: str) -> None:
+        self.changes += 1
         self._snapshot.remove(path)
         if self._backlog:
             self._backlog.hold(path)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import os
 import sys
@@ -105,7 +106,8 @@ def index_memory(docs: Sequence[tuple[str, bytes]]) -> tuple[int, int, int, int]
     for path, body in docs:
         found = analysis.analyze(body)
         index.apply(path, found, {})
-        shared += sys.getsizeof(found.names) + sys.getsizeof(found.name_ends)
+        outline = found.outline
+        shared += sum(sys.getsizeof(getattr(outline, f.name)) for f in dataclasses.fields(outline))
         del found
     gc.collect()
     own = tracemalloc.get_traced_memory()[0] - shared

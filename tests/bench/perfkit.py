@@ -228,7 +228,7 @@ def child_server(
     proc = context.Process(
         target=_child_main,
         args=(options, log_level, patches or {}, str(state / "server.log"), pinned, end),
-        daemon=True,
+        daemon=False,  # a daemonic process may not start the index build's worker processes
     )
     proc.start()
     if not parent.poll(start_timeout):

@@ -98,6 +98,13 @@ async def write_storm(tmp: Path, kills: int, writers: int = 4, seed: int = 1) ->
                     asyncio.create_task(_writer(pool, authority, p, acked, report, stop))
                     for p in paths
                 ]
+                # the kill lands while writes are flowing: after the first one of the round is
+                # acknowledged (a fresh server's first write loads the markdown parser)
+                round_start = report.acknowledged
+                for _ in range(200):
+                    if report.acknowledged > round_start or all(t.done() for t in tasks):
+                        break
+                    await asyncio.sleep(0.05)
                 await asyncio.sleep(rng.uniform(0.05, 0.5))
                 server.kill()
                 report.kills += 1

@@ -4,7 +4,6 @@ the posting flags, and a batch's one block of postings."""
 from __future__ import annotations
 
 import itertools
-import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,35 +14,45 @@ from markproto.server.search.analysis import (
     FLAG_BITS,
     IN_HEADING,
     IN_TRAIL,
+    RUN_TERMS,
     TF_MAX,
     Analysis,
     Postings,
     analyze,
     analyze_many,
+    combine,
 )
 from markproto.server.search.text import strip_markup
 
 
 def name_list(analysis: Analysis) -> list[str]:
-    ends = [0, *analysis.name_ends]
-    return [analysis.names[a:b] for a, b in itertools.pairwise(ends)]
+    outline = analysis.outline
+    return [n for i in range(len(outline)) for n in (outline.anchor(i), outline.heading(i))]
 
 
-def unpack(postings: Postings | None) -> dict[str, list[tuple[int, int]]]:
-    """term -> ``(section, flags)`` in posting order."""
-    assert postings is not None
-    terms = postings.terms.split("\n") if postings.terms else []
-    starts = itertools.accumulate(postings.counts, initial=0)
-    rows = [(entry >> FLAG_BITS, entry & 0xFF) for entry in postings.entries]
+def unpack(runs: tuple[Postings, ...] | None) -> dict[str, list[tuple[int, int]]]:
+    """term -> ``(section, flags)`` in posting order, the runs combined."""
+    assert runs is not None
+    out: dict[str, list[int]] = {}
+    for run in runs:
+        terms = run.terms.split("\n") if run.terms else []
+        starts = itertools.accumulate(run.counts, initial=0)
+        for term, start, count in zip(terms, starts, run.counts, strict=False):
+            entries = out.setdefault(term, [])
+            for entry in run.entries[start : start + count]:
+                if entries and entries[-1] >> FLAG_BITS == entry >> FLAG_BITS:
+                    entries[-1] = combine(entries[-1], entry)
+                else:
+                    entries.append(entry)
     return {
-        term: rows[start : start + count]
-        for term, start, count in zip(terms, starts, postings.counts, strict=False)
+        term: [(entry >> FLAG_BITS, entry & 0xFF) for entry in entries]
+        for term, entries in out.items()
     }
 
 
 def own_texts(body: bytes, analysis: Analysis) -> list[str]:
-    spans = list(analysis.spans)
-    cut = [body[start:end] for start, end in zip(spans[0::2], spans[1::2], strict=True)]
+    outline = analysis.outline
+    cut = [body[slice(*outline.span(i))] for i in range(len(outline))]
     return [c.decode("utf-8", "replace") for c in cut]
 
 
@@ -65,15 +74,15 @@ def test_flags_frequency_and_headings() -> None:
         "pear": [(2, 1)],
         "leaf": [(2, own)],
     }
-    assert list(analysis.lengths) == [0, 70, 1]
-    assert list(analysis.heads) == [1, 1, 1]  # distinct tokens: "Kiwi kiwi" is one
+    assert list(analysis.outline.lengths) == [0, 70, 1]
+    assert list(analysis.outline.heads) == [1, 1, 1]  # distinct tokens: "Kiwi kiwi" is one
     assert name_list(analysis) == ["guide", "Guide", "kiwi-kiwi", "Kiwi kiwi", "leaf", "Leaf"]
 
 
 def test_spans_are_bytes_and_sections_decode_on_their_own() -> None:
     valid = "é preamble\n\n# Ünï\n\nçà text\n".encode()
     analysis = analyze(valid)
-    assert list(analysis.spans) == [0, 13, 21, 32]  # in str: 0, 12, 18, 27
+    assert [analysis.outline.span(i) for i in (0, 1)] == [(0, 13), (21, 32)]  # str: 12, 18, 27
     assert own_texts(valid, analysis) == ["é preamble\n\n", "\nçà text\n"]
     broken = "é\n\n# A\n\n".encode() + b"\xff x\n"
     analysis = analyze(broken)
@@ -88,14 +97,32 @@ def test_a_batch_is_its_analyses_with_one_block_of_postings() -> None:
     base = 0
     merged: dict[str, list[tuple[int, int]]] = {}
     for one, batched in zip(alone, analyses, strict=True):
-        assert one.spans == batched.spans and one.names == batched.names
-        assert one.lengths == batched.lengths and one.vocab == batched.vocab
-        assert one.facts == batched.facts
+        assert one.outline == batched.outline and one.facts == batched.facts
         for term, rows in unpack(one.postings).items():
             merged.setdefault(term, []).extend((base + s, f) for s, f in rows)
         base += one.slots  # a document without sections still takes a slot
     assert unpack(block) == merged
     assert unpack(block)["kiwi"] == [(0, 1), (2, 1), (3, 1), (4, 1)]
+
+
+def test_runs_split_a_long_section_and_combine() -> None:
+    words = [f"w{n}" for n in range(3 * RUN_TERMS)]
+    body = f"# Big\n\n{' '.join(words)} big big big\n{' '.join(words[:10])}\n".encode()
+    analysis = analyze(body)
+    assert analysis.postings is not None and len(analysis.postings) > 1
+    postings = unpack(analysis.postings)
+    assert postings["w0"] == [(0, 2)]  # in the first run and the last, one entry
+    assert postings[f"w{3 * RUN_TERMS - 1}"] == [(0, 1)]
+    assert postings["big"] == [(0, 3 | IN_TRAIL | IN_HEADING)]
+    assert list(analysis.outline.lengths) == [3 * RUN_TERMS + 13]
+
+
+def test_many_headings_keep_their_anchors() -> None:
+    body = "".join(f"# h{n % 700}\n\nt\n" for n in range(2000)).encode()
+    outline = analyze(body).outline
+    expected = list(mdoutline.own_sections(body.decode())[1:])
+    assert [outline.anchor(i) for i in range(len(outline))] == [s.anchor for s in expected]
+    assert [outline.heading(i) for i in range(len(outline))] == [s.heading for s in expected]
 
 
 LINE = st.lists(
@@ -118,13 +145,12 @@ def test_analysis_is_the_kept_sections(body: bytes) -> None:
     kept = [s for s in mdoutline.own_sections(decoded) if strip_markup(s.text) or s.heading]
     assert own_texts(body, analysis) == [s.text for s in kept]
     assert name_list(analysis) == [n for s in kept for n in (s.anchor, s.heading)]
-    assert len(analysis.lengths) == len(analysis.heads) == len(kept)
+    assert len(analysis.outline.lengths) == len(analysis.outline.heads) == len(kept)
     postings = unpack(analysis.postings)
     for rows in postings.values():
         assert rows and all(s < len(kept) and f for s, f in rows)
         assert [s for s, _ in rows] == sorted({s for s, _ in rows})
-    vocab = zlib.decompress(analysis.vocab).decode()
-    assert sorted(postings) == sorted(vocab.split("\n") if vocab else [])
+    assert set(analysis.terms()) == set(postings)
 
 
 FACTS_BODY = st.builds(

@@ -64,12 +64,23 @@ UPSTREAM = (
 
 
 def test_upstream_sections() -> None:
-    analysis = analyze(UPSTREAM.encode())
-    ends = list(analysis.name_ends)
-    names = [analysis.names[a:b] for a, b in itertools.pairwise([0, *ends])]
-    assert names[0::2] == ["", "setext-title", "child", "grandchild", "sibling"]
-    assert names[1::2] == ["", "Setext Title", "Child", "Grandchild", "Sibling"]
-    assert list(analysis.lengths) == [2, 2, 2, 2, 0]
+    outline = analyze(UPSTREAM.encode()).outline
+    sections = range(len(outline))
+    assert [outline.anchor(i) for i in sections] == [
+        "",
+        "setext-title",
+        "child",
+        "grandchild",
+        "sibling",
+    ]
+    assert [outline.heading(i) for i in sections] == [
+        "",
+        "Setext Title",
+        "Child",
+        "Grandchild",
+        "Sibling",
+    ]
+    assert list(outline.lengths) == [2, 2, 2, 2, 0]
     index = docs()
     index.put("/u.md", UPSTREAM)
     assert index.where("deep setext") == ["/u.md#grandchild"]  # one in text, one in the trail

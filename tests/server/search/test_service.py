@@ -1,10 +1,9 @@
 """The LOOKUP service: the golden tables from ``Lookup.put`` alone, query execution (rank, silent
-read filter, then limit), frontmatter fallbacks reaching body mode, and the bulk build giving
-the same index as inline puts."""
+read filter, then limit), frontmatter fallbacks reaching body mode, and changes prepared
+elsewhere settling as inline puts do."""
 
 from __future__ import annotations
 
-import multiprocessing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -164,41 +163,6 @@ def test_stale_body_gives_an_empty_snippet_not_a_wrong_one() -> None:
     moved = dict(by_path)
     moved["/docs/a.md"] = loaded("/docs/a.md", "# Alpha\n\n## Appended\n\nDifferent.\n")
     assert rows(lookup, moved, "appended", body=True)[0].snippet == ""
-
-
-def corpus_docs() -> list[Version]:
-    texts = {
-        f"/d{i}/note.md": f"# Note {i}\n\nalpha {i} beta\n\n## Part\n\ngamma {'x' * (i % 7)} end\n"
-        for i in range(40)
-    }
-    return [
-        loaded(path, body, {"importance": f"0.{i % 10}"})
-        for i, (path, body) in enumerate(texts.items())
-    ]
-
-
-@pytest.mark.parametrize("workers", [0, 1, 2])
-def test_bulk_builds_the_same_index(workers: int) -> None:
-    docs = corpus_docs()
-    inline = Lookup()
-    for doc in docs:
-        inline.put(doc)
-    bulk = Lookup()
-    with bulk.bulk(workers=workers, batch_bytes=400):
-        for doc in docs:
-            bulk.put(doc)
-        # as many worker processes as asked for (1 is one, not none)
-        assert len(multiprocessing.active_children()) == workers
-        bulk.put(loaded("/d0/note.md", "# Replaced\n\nomega\n"))  # a later put of a path wins
-        bulk.put(docs[0])
-        bulk.remove("/d1/note.md")  # waits for what is pending
-        bulk.put(docs[1])
-    by_path = {doc.path: doc for doc in docs}
-    for query in ("alpha", "gamma end", "note part", "omega"):
-        for body in (False, True):
-            want = rows(inline, by_path, query, body=body, limit=1000)
-            assert rows(bulk, by_path, query, body=body, limit=1000) == want
-    assert bulk.bodies.terms == inline.bodies.terms
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,109 @@
+"""The server's memory: one budget that every cache's bound derives from, and freed memory handed
+back to the system.
+
+A board runs the server beside other services, so its memory is sized once (``memory_budget``,
+by default the service's cgroup limit, else 384 MiB) and every cache takes a fixed share of it
+(``Shares``); what is left holds the interpreter, the snapshot and the indexes, which grow with
+the content (about 1.5x its body bytes), and the transient work of a request or an analysis.
+
+glibc keeps freed memory in its heaps for reuse, and Python's own allocator frees only arenas
+that empty entirely, so after a burst (the startup build, a run of PUBLISHes) the resident size
+stays at its peak unless the heaps are trimmed: ``trim`` asks glibc to return what it can
+(``malloc_trim``), off the event loop, once the burst is over.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_BUDGET", "Shares", "budget", "cgroup_limit", "limit_arenas", "trim"]
+
+log = logging.getLogger("markproto.server.memory")
+
+DEFAULT_BUDGET = 384 << 20
+"""The budget without a setting or a cgroup limit: what the systemd unit's MemoryMax gives."""
+ARENAS = 2
+"""glibc heaps (``MALLOC_ARENA_MAX``) when the environment does not say: each thread that
+allocates (the event loop, the writer, the build) can otherwise get its own (up to eight a core),
+and a heap's free memory serves only its own threads. Two, not one, so the build thread does not
+contend with the event loop for one heap's lock (docs/PERFORMANCE.md, "Board budget", says what
+is measured of it and what is not)."""
+_M_ARENA_MAX = -8
+"""``mallopt``'s parameter number for the arena limit (glibc malloc.h)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """Each cache's bound, as a share of the budget."""
+
+    version_cache: int
+    """Versions read in full (FETCH bodies), bytes: 1/16."""
+    response_cache: int
+    """Encoded FETCH responses, bytes: 1/48."""
+    request_buffers: int
+    """Incomplete requests across all connections, bytes: 1/6."""
+    rate_clients: int
+    """Client addresses the rate limiter tracks (about 100 bytes each): 1/40 of the budget."""
+    chain_verdicts: int
+    """Hash-chain verdicts kept (about 150 bytes each): 1/1024 of the budget."""
+
+    @classmethod
+    def of(cls, budget: int) -> Shares:
+        return cls(
+            version_cache=budget // 16,
+            response_cache=budget // 48,
+            request_buffers=budget // 6,
+            rate_clients=max(budget // 40 // 100, 1024),
+            chain_verdicts=max(budget // 1024 // 150, 256),
+        )
+
+
+def budget(configured: int | None) -> int:
+    """The memory budget: the setting, else the cgroup's limit, else ``DEFAULT_BUDGET``."""
+    if configured is not None:
+        return configured
+    return cgroup_limit() or DEFAULT_BUDGET
+
+
+def cgroup_limit() -> int | None:
+    """The memory limit of this process's cgroup (v2 ``memory.max``), if it has one."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        group = next(line[3:] for line in lines if line.startswith("0::"))
+        value = (Path("/sys/fs/cgroup") / group.lstrip("/") / "memory.max").read_text().strip()
+    except (OSError, StopIteration):
+        return None
+    return int(value) if value.isdigit() else None
+
+
+@cache
+def _libc() -> Any:
+    """glibc, or None (another C library has neither call)."""
+    import ctypes  # here, not at import: only a running server trims
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+
+
+def trim() -> None:
+    """Hand the heaps' free memory back to the system (glibc; a no-op elsewhere). Blocks for a
+    few milliseconds on a large heap: call it off the event loop (ctypes drops the GIL)."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def limit_arenas() -> None:
+    """Limit glibc to ``ARENAS`` heaps, unless ``MALLOC_ARENA_MAX`` says otherwise (call it
+    before the server starts its threads)."""
+    libc = _libc()
+    if libc is not None and "MALLOC_ARENA_MAX" not in os.environ:
+        libc.mallopt(_M_ARENA_MAX, ARENAS)

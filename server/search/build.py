@@ -1,0 +1,274 @@
+"""The LOOKUP indexes' life across restarts: built at startup in the background, saved at stop.
+
+The server answers FETCH, LIST and VERSIONS from its snapshot at once; the indexes are built
+meanwhile on a thread (``build``), into indexes of their own that no request sees, then swapped
+in whole (``Lookup.finish_build``), so a LOOKUP never answers from half an index. What was saved
+when the server last stopped is restored first (the documents whose version is still current);
+the rest is analysed, on the thread, or in worker processes when there is much of it (each
+costs a Python process, tens of MiB, while it runs). Progress goes to the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from markproto.server.search import saved as saving
+from markproto.server.search.analysis import Analysis, Outline, Postings, analyze_many
+from markproto.server.search.bodyindex import BodyIndex, Weights
+from markproto.server.search.catalog import Catalog, Entry
+from markproto.server.search.links import LinkIndex
+from markproto.server.search.service import Lookup
+from markproto.server.storage.content import Content
+from markproto.server.storage.snapshot import CurrentVersion
+from markproto.server.storage.store import Version
+
+__all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save"]
+
+log = logging.getLogger("markproto.server.search.build")
+
+BATCH_BYTES = 1 << 20
+"""Bodies analysed together (one worker task; one append per term)."""
+WORKER_BYTES = 16 << 20
+"""Bodies to analyse before worker processes are worth their start and their memory."""
+PROGRESS_SECONDS = 5.0
+STALE_MAX = 64
+"""Saved documents no longer current that are removed from a restored index one by one (each
+searches every term); past this and a tenth of the documents, everything is analysed again."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_Batch = tuple[list[Analysis], tuple[Postings, ...]]
+
+
+class Build:
+    """One background build of a ``Lookup``'s indexes (``lookup.begin_build()`` was called
+    before the server took writes); ``cancel`` stops it between batches (a server stopping)."""
+
+    def __init__(
+        self, lookup: Lookup, content: Content, *, saved: Path | None, workers: int
+    ) -> None:
+        self.lookup, self.content, self.saved, self.workers = lookup, content, saved, workers
+        self._cancelled = threading.Event()
+
+    async def run(self) -> None:
+        """Build the indexes from the current documents and swap them in."""
+        docs = [doc for doc in self.content.current_versions() if not doc.archived]
+        builder = _Builder(docs, self.content, self.lookup.weights, self.workers, self._cancelled)
+        built = await asyncio.to_thread(builder.run, self.saved)
+        if built is not None:
+            # no index change may run on the backlog's thread while the indexes are swapped
+            await self.content.indexed()
+            self.lookup.finish_build(*built, changed=builder.restored < len(docs))
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+
+def save(lookup: Lookup, content: Content, file: Path) -> bool:
+    """Save ``lookup``'s indexes (at stop) if they changed since they were built or restored;
+    whether it wrote them."""
+    if not lookup.ready or not lookup.dirty:
+        return False
+    docs, terms, counts, entries, next_slot = lookup.bodies.dump()
+    saved_docs = []
+    for entry, content_hash, start, outline in docs:
+        current = content.current(entry[0])
+        links = lookup.links.saved(entry[0])
+        fits = current is not None and current.content_hash == content_hash and links is not None
+        file_name = current.file if current is not None and fits else ""  # "" is never current
+        record = links if links is not None else (b"", 0, "")
+        saved_docs.append(saving.SavedDoc(file_name, entry, content_hash, start, outline, record))
+    saving.save(file, content.root, saving.Saved(saved_docs, terms, counts, entries, next_slot))
+    lookup.dirty = False
+    return True
+
+
+class _Builder:
+    """One build, on its own thread: indexes no request sees until they are swapped in."""
+
+    def __init__(
+        self,
+        docs: Sequence[CurrentVersion],
+        content: Content,
+        weights: Weights | None,
+        workers: int,
+        cancelled: threading.Event,
+    ) -> None:
+        self.docs, self.content, self.workers = docs, content, workers
+        self.cancelled = cancelled
+        self.catalog, self.bodies, self.links = Catalog(), BodyIndex(weights), LinkIndex()
+        self.restored = 0
+        self._started = time.monotonic()
+        self._reported = self._started
+        self._done = self._bytes = 0
+
+    def run(self, saved: Path | None) -> tuple[Catalog, BodyIndex, LinkIndex] | None:
+        """The built indexes (None when cancelled)."""
+        todo = self._restore(saved) if saved is not None else list(self.docs)
+        self._analyse(todo)
+        if self.cancelled.is_set():
+            return None
+        seconds = time.monotonic() - self._started
+        log.info(
+            "lookup index built",
+            extra={
+                "documents": len(self.docs),
+                "restored": self.restored,
+                "analysed": len(todo),
+                "mb": round(self._bytes / 1e6, 1),
+                "seconds": round(seconds, 3),
+            },
+        )
+        return self.catalog, self.bodies, self.links
+
+    # -- restoring --------------------------------------------------------------------------------
+
+    def _restore(self, file: Path) -> list[CurrentVersion]:
+        """Restore what was saved; the documents still to analyse."""
+        saved = saving.load(file, self.content.root)
+        if saved is None:
+            return list(self.docs)
+        current = {doc.path: doc for doc in self.docs}
+        fresh: list[saving.SavedDoc] = []
+        stale: list[saving.SavedDoc] = []
+        for doc in saved.docs:
+            now = current.get(doc.entry[0])
+            (fresh if now is not None and now.file == doc.file else stale).append(doc)
+        if len(stale) > max(STALE_MAX, len(saved.docs) // 10):
+            log.info(
+                "the saved index is out of date: indexing every document",
+                extra={"changed": len(stale)},
+            )
+            return list(self.docs)
+        restored = []
+        outlines: dict[str, Outline] = {}
+        for doc in saved.docs:
+            now = current.get(doc.entry[0])
+            entry = Entry.restored(doc.entry, now.modified if now is not None else _EPOCH)
+            outline = outlines[entry.path] = Outline(*doc.outline)
+            restored.append((entry, doc.content_hash, doc.start, outline))
+        self.bodies.restore(restored, saved.terms, saved.counts, saved.entries, saved.next_slot)
+        del saved, restored
+        for doc in stale:
+            self.bodies.remove(doc.entry[0])
+        for doc in fresh:
+            path = doc.entry[0]
+            indexed = self.bodies.entry(path)
+            assert indexed is not None
+            self.catalog.put(indexed)
+            self.links.put(path, doc.links, outlines[path], current[path].meta)
+        self.restored = len(fresh)
+        kept = {doc.entry[0] for doc in fresh}
+        return [doc for doc in self.docs if doc.path not in kept]
+
+    # -- analysing --------------------------------------------------------------------------------
+
+    def _analyse(self, todo: Sequence[CurrentVersion]) -> None:
+        batches = self._batches(todo)
+        total = 0
+        for batch in batches:
+            total += sum(len(doc.body) for doc in batch)
+            if self.workers and total >= WORKER_BYTES:  # much left: worth the processes
+                self._in_workers(batch, batches)
+                return
+            bodies = [doc.body for doc in batch]
+            self._apply(batch, analyze_many(bodies), sum(map(len, bodies)))
+
+    def _in_workers(self, first: list[Version], rest: Iterator[list[Version]]) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context) as pool:
+            flight: deque[tuple[list[Version], int, concurrent.futures.Future[_Batch]]]
+            flight = deque()
+            for batch in _chain(first, rest):
+                bodies = [doc.body for doc in batch]
+                future = pool.submit(analyze_many, bodies)
+                # the worker has the bodies now: keep what applying the result needs
+                flight.append(([_bare(doc) for doc in batch], sum(map(len, bodies)), future))
+                del bodies, batch
+                while flight and (flight[0][2].done() or len(flight) > 2 * self.workers):
+                    self._apply_done(flight.popleft())
+            while flight:
+                self._apply_done(flight.popleft())
+
+    def _apply_done(
+        self, item: tuple[list[Version], int, concurrent.futures.Future[_Batch]]
+    ) -> None:
+        batch, size, future = item
+        self._apply(batch, future.result(), size)
+
+    def _batches(self, todo: Sequence[CurrentVersion]) -> Iterator[list[Version]]:
+        batch: list[Version] = []
+        size = 0
+        for current in todo:
+            if self.cancelled.is_set():
+                return
+            version = self.content.load(current)
+            if version is None:
+                continue
+            batch.append(version)
+            size += len(version.body)
+            if size >= BATCH_BYTES:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+    def _apply(self, batch: list[Version], result: _Batch, size: int) -> None:
+        analyses, runs = result
+        docs = []
+        for doc, analysis in zip(batch, analyses, strict=True):
+            entry = Entry.build(doc.path, doc.meta, doc.modified, analysis.facts)
+            self.catalog.put(entry)
+            self.links.apply(doc.path, analysis, doc.meta)
+            docs.append((entry, doc.content_hash, analysis))
+        self.bodies.apply_batch(docs, runs)
+        self._done += len(batch)
+        self._bytes += size
+        self._report()
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        if now - self._reported < PROGRESS_SECONDS:
+            return
+        self._reported = now
+        rate = self._bytes / max(now - self._started, 1e-9)
+        left = len(self.docs) - self.restored - self._done
+        mean = self._bytes / self._done if self._done else 0
+        log.info(
+            "indexing",
+            extra={
+                "documents": f"{self.restored + self._done}/{len(self.docs)}",
+                "mb": round(self._bytes / 1e6, 1),
+                "mb_per_s": round(rate / 1e6, 2),
+                "eta_s": round(left * mean / rate) if rate else "-",
+            },
+        )
+
+
+def _chain(first: list[Version], rest: Iterator[list[Version]]) -> Iterator[list[Version]]:
+    yield first
+    yield from rest
+
+
+def _bare(doc: Version) -> Version:
+    """What applying a worker's result needs of a version (the worker has the body)."""
+    return Version(
+        doc.path,
+        doc.number,
+        doc.file,
+        doc.modified,
+        doc.archived,
+        doc.meta,
+        b"",
+        doc.etag,
+        doc.content_hash,
+    )

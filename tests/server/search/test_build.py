@@ -1,0 +1,208 @@
+"""The startup build of the LOOKUP indexes (in the background, in worker processes or not,
+restored from what was saved at stop) gives the indexes inline puts give; writes made while it
+runs end up indexed once; a LOOKUP meanwhile waits rather than reading part of the index."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.exchange import seed
+
+from markproto.protocol import wire
+from markproto.protocol.bodies import LookupRow
+from markproto.server.search import build, saved
+from markproto.server.search.build import Build
+from markproto.server.search.service import Lookup, parse_query
+from markproto.server.storage.content import Content
+from markproto.server.storage.store import Version
+
+DOCS = [
+    (
+        f"/d{i}/note.md",
+        f"# Note {i}\n\nalpha {i} beta\n\n## Part\n\ngamma {'x' * (i % 7)} end, "
+        f"[next](/d{(i + 1) % 40}/note.md#part) [[note]]\n",
+        {"importance": f"0.{i % 10}"},
+    )
+    for i in range(40)
+]
+QUERIES = ("alpha", "gamma end", "note part", "omega", "fresh")
+
+
+def rows(lookup: Lookup, content: Content, query: str, body: bool) -> list[LookupRow]:
+    meta = {"query": query, "match": "body" if body else "catalog", "limit": "1000"}
+
+    def load(path: str) -> Version | None:
+        current = content.current(path)
+        return content.read(current) if current is not None else None
+
+    return lookup.answer(parse_query(meta), "/", lambda _: True, load)
+
+
+def every_answer(lookup: Lookup, content: Content) -> list[object]:
+    """Every query's rows, and every document's links both ways (the link index is built in
+    the same pass)."""
+    answers: list[object] = [rows(lookup, content, q, b) for q in QUERIES for b in (False, True)]
+    for doc in sorted(doc.path for doc in content.current_versions()):
+        answers.append((doc, lookup.links.outbound(doc), lookup.links.inbound(doc)))
+    return answers
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "root"
+    folder.mkdir()
+    seed(folder, DOCS)
+    return folder
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of a few documents, and worker processes from the first batch on."""
+    monkeypatch.setattr(build, "BATCH_BYTES", 400)
+    monkeypatch.setattr(build, "WORKER_BYTES", 1)
+
+
+def inline(root: Path) -> tuple[Lookup, Content]:
+    lookup = Lookup()
+    return lookup, Content.open(root, [lookup])
+
+
+async def built(root: Path, workers: int = 0, file: Path | None = None) -> tuple[Lookup, Content]:
+    lookup = Lookup()
+    lookup.begin_build()
+    content = Content.open(root)
+    content.attach(lookup)
+    await Build(lookup, content, saved=file, workers=workers).run()
+    assert lookup.ready
+    return lookup, content
+
+
+@pytest.mark.usefixtures("small_batches")
+@pytest.mark.parametrize("workers", [0, 1, 2])
+async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int) -> None:
+    want_lookup, want_content = inline(root)
+    lookup, content = await built(root, workers)
+    try:
+        assert every_answer(lookup, content) == every_answer(want_lookup, want_content)
+        assert lookup.bodies.terms == want_lookup.bodies.terms
+        edges = lookup.links.outbound("/d1/note.md")
+        assert [(edge.target, edge.anchor, edge.section) for edge in edges][:1] == [
+            ("/d2/note.md", "part", "part")
+        ]
+    finally:
+        content.close()
+        want_content.close()
+
+
+@pytest.fixture
+def held_build(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """A build that analyses nothing until the event is set."""
+    go = threading.Event()
+    analyze_many = build.analyze_many
+
+    def waiting(bodies: list[bytes]) -> object:
+        go.wait(10)
+        return analyze_many(bodies)
+
+    monkeypatch.setattr(build, "analyze_many", waiting)
+    yield go
+    go.set()
+
+
+async def test_writes_during_the_build_are_indexed_once(
+    root: Path, held_build: threading.Event
+) -> None:
+    lookup = Lookup()
+    lookup.begin_build()
+    content = Content.open(root)
+    content.attach(lookup)
+    try:
+        running = asyncio.create_task(Build(lookup, content, saved=None, workers=0).run())
+        await asyncio.sleep(0.05)
+        assert not lookup.ready
+        fresh = b"# Fresh\n\nfresh omega\n"
+        assert await content.publish("/new.md", fresh, {}, None)  # not indexed before
+        assert await content.publish("/d1/note.md", fresh, {}, 1)  # indexed by the build too
+        assert await content.publish("/d1/note.md", b"# Fresh\n\nomega\n", {}, 2)
+        assert await content.set_archived("/d2/note.md", True)
+        waiting = asyncio.create_task(lookup.wait_built(10))
+        held_build.set()
+        await running
+        assert await waiting
+        found = [(row.path, row.anchor) for row in rows(lookup, content, "omega", True)]
+        assert sorted(found) == [("/d1/note.md", "fresh"), ("/new.md", "fresh")]
+        assert [row.path for row in rows(lookup, content, "fresh", False)] == [
+            "/d1/note.md",
+            "/new.md",
+        ]
+        assert "/d2/note.md" not in {row.path for row in rows(lookup, content, "note", False)}
+        want = Lookup()
+        for doc in content.current_versions():
+            version = content.read(doc)
+            if version is not None and not version.archived:
+                want.put(version)
+        assert every_answer(lookup, content) == every_answer(want, content)
+        assert lookup.bodies.terms == want.bodies.terms
+    finally:
+        content.close()
+
+
+async def test_a_saved_index_is_restored_and_what_changed_is_analysed(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = saved.file_for(tmp_path / "state", root)
+    lookup, content = await built(root, file=file)
+    assert build.save(lookup, content, file)
+    assert not build.save(lookup, content, file)  # nothing changed since
+    assert await content.publish("/d3/note.md", b"# Fresh\n\nfresh\n", {}, 1)
+    content.close()
+
+    analysed: list[int] = []
+    analyze_many = build.analyze_many
+
+    def counting(bodies: list[bytes]) -> object:
+        analysed.append(len(bodies))
+        return analyze_many(bodies)
+
+    monkeypatch.setattr(build, "analyze_many", counting)
+    lookup, content = await built(root, file=file)
+    try:
+        assert sum(analysed) == 1  # only the document changed after the save
+        want_lookup, want_content = inline(root)
+        assert every_answer(lookup, content) == every_answer(want_lookup, want_content)
+        want_content.close()
+    finally:
+        content.close()
+
+
+async def test_a_foreign_or_torn_saved_index_is_ignored(root: Path, tmp_path: Path) -> None:
+    file = tmp_path / "saved.pickle"
+    file.write_bytes(b"\x80\x05garbage")
+    lookup, content = await built(root, file=file)
+    try:
+        assert rows(lookup, content, "alpha", True)
+    finally:
+        content.close()
+    import pickle
+
+    file.write_bytes(pickle.dumps({"format": saved.FORMAT, "x": wire.Request}))
+    assert saved.load(file, root) is None  # no classes are made from a saved index
+
+
+async def test_a_lookup_waits_for_the_build(root: Path, held_build: threading.Event) -> None:
+    lookup = Lookup()
+    lookup.begin_build()
+    content = Content.open(root)
+    content.attach(lookup)
+    try:
+        running = asyncio.create_task(Build(lookup, content, saved=None, workers=0).run())
+        assert not await lookup.wait_built(0.05)  # bounded
+        held_build.set()
+        assert await lookup.wait_built(10)
+        await running
+    finally:
+        content.close()
