@@ -42,7 +42,6 @@ from markproto.server.handlers import (
     denied,
     fetch,
     listing,
-    lookup,
     not_found,
     publish,
     versions,
@@ -56,11 +55,20 @@ from markproto.server.transport import Peer
 
 log = logging.getLogger("markproto.server.dispatch")
 
+
+def _lookup(request: wire.Request, path: str, ctx: Context) -> Reply:
+    """LOOKUP's handler, imported with the first LOOKUP: it and the link graph behind it are
+    nothing a server needs to start answering."""
+    from markproto.server.handlers import lookup
+
+    return lookup.handle(request, path, ctx)
+
+
 _READS: Final[dict[str, Handler]] = {
     "FETCH": fetch.handle,
     "LIST": listing.handle,
     "VERSIONS": versions.handle,
-    "LOOKUP": lookup.handle,
+    "LOOKUP": _lookup,
 }
 WriteHandler = Callable[[wire.Request, str, Context], Awaitable[wire.Response]]
 _WRITES: Final[dict[str, tuple[WriteHandler, str]]] = {

@@ -30,13 +30,18 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
-from markproto.protocol import mdoutline
-from markproto.protocol.document import OwnFacts, own_facts
-from markproto.protocol.links import Extractor, Link
+from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
 from markproto.server.search.text import name_length, strip_markup, text_words, word_set
+
+if TYPE_CHECKING:
+    from markproto.protocol import mdoutline
+    from markproto.protocol.document import OwnFacts
+
+# mdoutline, document and links are imported where a body is first analysed (``_analyze``) or an
+# anchor first made: a server holding no document yet never loads their parsers and patterns.
 
 __all__ = [
     "FLAG_BITS",
@@ -132,6 +137,8 @@ class Outline:
             return ""
         at = bisect_left(self.suffixed, section)
         found = at < len(self.suffixed) and self.suffixed[at] == section
+        from markproto.protocol import mdoutline
+
         return mdoutline.anchor(self.heading(section), self.suffixes[at] if found else 0)
 
     def span(self, section: int) -> tuple[int, int]:
@@ -343,6 +350,9 @@ class _Headings(Sequence[str]):
 
 def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     """Add this body's postings to ``found`` (sections numbered from ``base``)."""
+    from markproto.protocol import mdoutline
+    from markproto.protocol.document import own_facts
+
     starts, sizes, lengths, heads = array("I"), array("B"), array("B"), bytearray()
     heading_sizes = array("B")
     headings: list[str] = []
@@ -432,6 +442,8 @@ class _Links:
     link-dense body holds a few bytes a link beside its text, not a tuple of strings."""
 
     def __init__(self, body: bytes) -> None:
+        from markproto.protocol.links import Extractor
+
         self._body = body
         self._extractor = Extractor(body)
         self.lines = array("I")
@@ -445,7 +457,9 @@ class _Links:
         marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
         text = body[start:stop].decode("utf-8", "replace") if marked else ""
         key = f"{_HEADING_KEY}{heading}" if span.level else ""
-        own = mdoutline.OwnSection(key, span.heading, span.level, span.trail, text)
+        from markproto.protocol.mdoutline import OwnSection
+
+        own = OwnSection(key, span.heading, span.level, span.trail, text)
         self._extractor.section(start, stop, own)
         self._keep(self._extractor.drain())
 

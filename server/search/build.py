@@ -19,9 +19,9 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from markproto.server.search import saved as saving
-from markproto.server.search.analysis import Analysis, Outline, Postings, analyze_many
 from markproto.server.search.bodyindex import BodyIndex, Weights
 from markproto.server.search.catalog import Catalog, Entry
 from markproto.server.search.links import LinkIndex
@@ -29,6 +29,11 @@ from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.storage.snapshot import CurrentVersion
 from markproto.server.storage.store import Version
+
+if TYPE_CHECKING:
+    from markproto.server.search.analysis import Analysis, Postings
+
+    _Batch = tuple[list[Analysis], tuple[Postings, ...]]
 
 __all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save"]
 
@@ -43,8 +48,6 @@ STALE_MAX = 64
 """Saved documents no longer current that are removed from a restored index one by one (each
 searches every term); past this and a tenth of the documents, everything is analysed again."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-_Batch = tuple[list[Analysis], tuple[Postings, ...]]
 
 
 class Build:
@@ -135,6 +138,8 @@ class _Builder:
         saved = saving.load(file, self.content.root)
         if saved is None:
             return list(self.docs)
+        from markproto.server.search.analysis import Outline  # only a saved index needs it
+
         current = {doc.path: doc for doc in self.docs}
         fresh: list[saving.SavedDoc] = []
         stale: list[saving.SavedDoc] = []
@@ -171,6 +176,10 @@ class _Builder:
     # -- analysing --------------------------------------------------------------------------------
 
     def _analyse(self, todo: Sequence[CurrentVersion]) -> None:
+        if not todo:
+            return  # an empty root, or all restored: the analysis is never imported
+        from markproto.server.search.analysis import analyze_many
+
         batches = self._batches(todo)
         total = 0
         for batch in batches:
@@ -183,6 +192,8 @@ class _Builder:
 
     def _in_workers(self, first: list[Version], rest: Iterator[list[Version]]) -> None:
         import multiprocessing
+
+        from markproto.server.search.analysis import analyze_many
 
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(self.workers, mp_context=context) as pool:

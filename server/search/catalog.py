@@ -15,13 +15,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from markproto.protocol import document, metadata, times
-from markproto.protocol.document import OwnFacts
+from markproto.protocol import metadata, times
 from markproto.protocol.gotext import fold, lower, trim_space
 from markproto.protocol.limits import LOOKUP_MAX
 from markproto.protocol.paths import in_scope
 from markproto.server.search.text import catalog_terms, word_set
+
+if TYPE_CHECKING:
+    from markproto.protocol.document import OwnFacts
 
 __all__ = [
     "Catalog",
@@ -73,6 +76,8 @@ class Entry:
             if not current or (key == "type" and current == metadata.DEFAULT_TYPE):
                 effective[key] = value
         tags = tuple(metadata.split_tags(effective.get("tags", "")))
+        from markproto.protocol import document  # with the analysis that made ``facts``
+
         title = document.title(path, meta, facts)
         importance = metadata.parse_importance(effective.get("importance"))
         return cls.restored((path, title, tags, importance, effective), modified)

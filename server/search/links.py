@@ -28,9 +28,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from markproto.protocol import links, paths
+from markproto.protocol import linkkinds as kinds
+from markproto.protocol import paths
 from markproto.protocol.chars import has_control
-from markproto.protocol.links import (
+from markproto.protocol.linkkinds import (
     EXTERNAL,
     INTERNAL,
     MISSING,
@@ -38,8 +39,6 @@ from markproto.protocol.links import (
     OK,
     RELATION,
     Link,
-    follow,
-    parse_target,
     relations,
 )
 
@@ -63,7 +62,7 @@ __all__ = [
 
 
 _FIELD, _RECORD = "\x1f", "\x1e"
-_SYNTAX = (links.INLINE, links.REFERENCE, links.AUTOLINK, links.HTML, links.WIKI)
+_SYNTAX = (kinds.INLINE, kinds.REFERENCE, kinds.AUTOLINK, kinds.HTML, kinds.WIKI)
 _CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
 _LINK_SHIFT = 17
 _LINK_MASK = (1 << 16) - 1
@@ -256,6 +255,10 @@ class LinkIndex:
             _discard(self._wants, key, entry)
 
     def _keys(self, doc: _Doc) -> Iterator[tuple[str, int]]:
+        # The link rules are imported with the first document: their patterns compile at
+        # import, and a server with no documents never needs them.
+        from markproto.protocol.links import parse_target
+
         base = doc.number << _LINK_SHIFT
         for number, link in enumerate(doc.all_links()):
             target = parse_target(link.target, doc.path, link.syntax)
@@ -320,6 +323,8 @@ class LinkIndex:
         many there are: each is only found to lead here (``links.lands``); only those on the
         page are followed in full (their anchors checked), so a page of a hub's thousands of
         backlinks costs little more than counting them."""
+        from markproto.protocol.links import lands  # loaded by the documents' keys already
+
         view = _View(self, readable)
         if not view.exists(path):
             return [], 0
@@ -345,7 +350,7 @@ class LinkIndex:
                     predicate = link.predicate
                 if predicate not in wanted:
                     continue
-            if link is not None and links.lands(link, doc.path, view) != path:
+            if link is not None and lands(link, doc.path, view) != path:
                 continue
             if start <= total and (stop is None or total < stop):
                 edges.append(view.edge(doc, number, link or doc.link(number)))
@@ -391,6 +396,8 @@ class _View:
         return authority in self._index.authorities
 
     def edge(self, doc: _Doc, number: int, link: Link) -> Edge:
+        from markproto.protocol.links import follow  # loaded by the documents' keys already
+
         to = follow(link, doc.path, self)
         return Edge(
             doc.path,

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from markproto.protocol import status
 from markproto.protocol.bodies import LookupRow
@@ -31,14 +32,16 @@ from markproto.protocol.limits import (
 )
 from markproto.protocol.metadata import go_quote
 from markproto.protocol.paths import atoi, in_scope
-from markproto.server.search.analysis import Analysis, analyze
 from markproto.server.search.bodyindex import BodyIndex, Hit, Weights
 from markproto.server.search.catalog import Catalog, Clause, Entry, FilterError, parse_filter
 from markproto.server.search.links import LinkIndex
 from markproto.server.search.text import catalog_terms, query_terms
 from markproto.server.storage.store import Version
 
-__all__ = ["BadQuery", "Change", "Lookup", "Query", "analyze", "parse_query"]
+if TYPE_CHECKING:
+    from markproto.server.search.analysis import Analysis
+
+__all__ = ["BadQuery", "Change", "Lookup", "Query", "parse_query"]
 
 _HEADING_SEPARATOR = " \u203a "
 _MODES = ("catalog", "body")
@@ -130,6 +133,10 @@ class Lookup:
         """The work of a change that needs no index (any thread): the new body's analysis, and
         the terms of the body it replaces, ``old`` (analysed again: nothing per document is
         kept that its body can give). ``doc`` None: the path leaves the index."""
+        # Imported here, at the first write: the analysis (its parsers and link patterns) is a
+        # slow import that a server only reading, or an empty one, never needs.
+        from markproto.server.search.analysis import analyze
+
         analysis = bare = old_hash = old_terms = None
         if doc is not None:
             analysis, bare = analyze(doc.body), replace(doc, body=b"")

@@ -14,7 +14,7 @@ from support.exchange import seed
 
 from markproto.protocol import wire
 from markproto.protocol.bodies import LookupRow
-from markproto.server.search import build, saved
+from markproto.server.search import analysis, build, saved
 from markproto.server.search.build import Build
 from markproto.server.search.service import Lookup, parse_query
 from markproto.server.storage.content import Content
@@ -102,13 +102,13 @@ async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int
 def held_build(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     """A build that analyses nothing until the event is set."""
     go = threading.Event()
-    analyze_many = build.analyze_many
+    analyze_many = analysis.analyze_many
 
     def waiting(bodies: list[bytes]) -> object:
         go.wait(10)
         return analyze_many(bodies)
 
-    monkeypatch.setattr(build, "analyze_many", waiting)
+    monkeypatch.setattr(analysis, "analyze_many", waiting)
     yield go
     go.set()
 
@@ -162,13 +162,13 @@ async def test_a_saved_index_is_restored_and_what_changed_is_analysed(
     content.close()
 
     analysed: list[int] = []
-    analyze_many = build.analyze_many
+    analyze_many = analysis.analyze_many
 
     def counting(bodies: list[bytes]) -> object:
         analysed.append(len(bodies))
         return analyze_many(bodies)
 
-    monkeypatch.setattr(build, "analyze_many", counting)
+    monkeypatch.setattr(analysis, "analyze_many", counting)
     lookup, content = await built(root, file=file)
     try:
         assert sum(analysed) == 1  # only the document changed after the save

@@ -1,0 +1,62 @@
+"""`mark-server serve` on an empty root answers its first FETCH without importing what only a
+document, a LOOKUP or a write needs (issue 13: exec to the first answer is mostly imports).
+
+The child runs with ``-X importtime`` (``PYTHONPROFILEIMPORTTIME``), which names every module on
+stderr as it is imported; what it printed by the time the FETCH is answered is what the start and
+the first request cost. Behaviour, not timing: which modules, never how long they took.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from support.server import start_server_process
+
+from markproto.client.connection import Pool
+from markproto.client.trust import Trust
+from markproto.protocol import wire
+
+NOT_BEFORE_A_DOCUMENT = (
+    "markproto.protocol.links",  # the link rules: their patterns compile at import
+    "markproto.protocol.mdoutline",
+    "markproto.protocol.document",
+    "markproto.server.handlers.lookup",
+    "markproto.server.handlers.links",
+    "markproto.server.search.graph",
+    "mistletoe",
+    "yaml",
+    "multiprocessing",  # the build's worker processes
+)
+NEEDED = ("aioquic.quic.connection", "markproto.server.transport", "markproto.server.dispatch")
+"""Imported on the way to the answer: the probe sees the imports at all."""
+
+
+def _imported(stderr: list[str]) -> set[str]:
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in list(stderr)
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+async def test_an_empty_root_answers_fetch_without_the_index_rules(tmp_path: Path) -> None:
+    root, state = tmp_path / "root", tmp_path / "state"
+    root.mkdir()
+    server = start_server_process(root, state, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    try:
+        async with Pool(Trust(cafile=str(server.cert))) as pool:
+            data = wire.emit_request(wire.Request("FETCH", "/health", {}, b""))
+            answer = wire.parse_response(await pool.request(f"127.0.0.1:{server.port}", data))
+            assert answer.status == "ok"
+        time.sleep(0.2)  # the startup build of an empty index has run by now
+        imported = _imported(server.stderr_lines)
+    finally:
+        assert server.terminate() == 0
+    assert set(NEEDED) <= imported
+    early = sorted(
+        name
+        for name in imported
+        if any(name == lazy or name.startswith(lazy + ".") for lazy in NOT_BEFORE_A_DOCUMENT)
+    )
+    assert early == []
