@@ -189,8 +189,11 @@ async def caught_up(port: int) -> None:
     """Wait for the index work a burst held back: a LOOKUP waits for it."""
     async with Pool(Trust(insecure=True), request_timeout=300.0) as pool:
         query = wire.Request("LOOKUP", "/", {"query": "dependency", "match": "body"}, b"")
-        if (await request(pool, port, query)).status != "ok":
-            raise RuntimeError("LOOKUP after the publish failed")
+        for _ in range(600):  # a LOOKUP's wait is bounded: ask again until it is answered
+            if (await request(pool, port, query)).status == "ok":
+                return
+            await asyncio.sleep(0.2)
+        raise RuntimeError("LOOKUP after the publish was never answered")
 
 
 def restart(root: Path, state: Path, tokens: Path, path: str) -> Restart:
