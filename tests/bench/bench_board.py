@@ -562,10 +562,10 @@ def main() -> int:
         stall_table,
         "",
         f"Target p99 <= {P99_TARGET_MS:.0f} ms while publishing: {verdict(b99 <= P99_TARGET_MS)}"
-        f" ({b99:.1f} ms, {b99 / q99:.1f}x the quiet p99). Why: a lone PUBLISH analyses its body"
-        " on the event loop before answering (`search/service.py`: only a burst's index work"
-        " goes to the backlog's thread), so a 1 MB body blocks every other client for about as"
-        " long as its analysis takes; the worst FETCH waits about that long.",
+        f" ({b99:.1f} ms, {b99 / q99:.1f}x the quiet p99). A body over"
+        " `content.INLINE_INDEX_MAX` (16 KiB) is analysed on the backlog's thread, not the event"
+        " loop, so the loop waits at most a GIL switch interval at a time; the quiet rounds"
+        " include the tail of that analysis after each publish.",
         "",
         "**3. Allocator settings.** The x5 publish (one at a time) on a fresh server, settled"
         f" {SETTLE_S:.0f} s later. glibc has no setting that turns `malloc_trim` off, and the"

@@ -17,7 +17,7 @@ from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
 from markproto.server.search.service import Lookup
 from markproto.server.storage import backlog
-from markproto.server.storage.content import Content
+from markproto.server.storage.content import INLINE_INDEX_MAX, Content
 from markproto.server.storage.store import Written
 
 BURST = 24
@@ -81,6 +81,20 @@ async def test_a_lone_write_is_indexed_before_its_answer(served: tuple[Content, 
     content, lookup = served
     await content.publish("/alone.md", b"# Alone\n", {}, 0)
     assert lookup.catalog.get("/alone.md") is not None
+
+
+async def test_a_large_lone_write_is_indexed_off_the_loop_and_lookup_still_sees_it(
+    served: tuple[Content, Lookup],
+) -> None:
+    content, lookup = served
+    big = b"# Big\n\n" + b"kumquat orchard rows\n" * (INLINE_INDEX_MAX // 20)
+    assert len(big) > INLINE_INDEX_MAX
+    await content.publish("/big.md", big, {}, 0)
+    assert lookup.catalog.get("/big.md") is None  # held for the backlog's thread
+    found = await ask(
+        Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="kumquat", match="body"
+    )
+    assert [row.path for row in bodies.parse_lookup(found.body)] == ["/big.md"]
 
 
 async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:
