@@ -344,12 +344,7 @@ class Content:
         """One of this server's writes is done: into the snapshot now, into the indexes now
         or, during a burst or for a large body, after it on the backlog's thread (analysing a
         megabyte takes about a second, which the event loop must not spend)."""
-        self.changes += 1
-        self._snapshot.put(CurrentVersion.of(version))
-        if self._in_flight or self._backlog or len(version.body) >= INLINE_INDEX_MAX:
-            self._backlog.hold(version)
-        else:
-            self._change_indexes(version)
+        self._take(version, later=self._in_flight > 0 or len(version.body) >= INLINE_INDEX_MAX)
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -381,9 +376,14 @@ class Content:
     def _apply(self, version: Version) -> None:
         """A version found on disk (startup, change scans): into the snapshot and the indexes,
         behind held index work if there is any, so changes reach the indexes in order."""
+        self._take(version, later=False)
+
+    def _take(self, version: Version, *, later: bool) -> None:
+        """Into the snapshot now; into the indexes now, or held by the backlog when ``later``
+        or when work is held already (changes reach the indexes in order)."""
         self.changes += 1
         self._snapshot.put(CurrentVersion.of(version))
-        if self._backlog:
+        if later or self._backlog:
             self._backlog.hold(version)
         else:
             self._change_indexes(version)
