@@ -26,10 +26,10 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from bisect import bisect_left
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, count, repeat
 from typing import TYPE_CHECKING, overload
 
 from markproto.protocol.linkkinds import Link
@@ -202,7 +202,9 @@ def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], tuple[Postings, .
 class _Found:
     """Postings as they are found: one entry array and, beside it, each entry's term number,
     so a term costs its string and a few array items, not an array of its own; packed into a
-    run whenever ``RUN_TERMS`` distinct terms are held."""
+    run whenever ``RUN_TERMS`` distinct terms are held. The current section's entries wait in
+    a dict by term number (its text's pieces and its heading's words merge there, in C for the
+    first), and join the arrays when the next section starts or the run is packed."""
 
     def __init__(self) -> None:
         self.runs: list[Postings] = []
@@ -213,60 +215,70 @@ class _Found:
         self.of = array("I")
         """The term number of each entry."""
         self.entries = array("I")
-        self.last = array("i")
-        """Per term number, the index of its latest entry."""
+        self.section = -1
+        self.pending: dict[int, int] = {}
+        """The flags and frequency of each term number's entry for ``section``."""
 
-    def _room(self, terms: int) -> None:
+    def _flush(self) -> None:
+        if self.pending:
+            self.of.extend(self.pending)
+            self.entries.extend(map((self.section << FLAG_BITS).__or__, self.pending.values()))
+            self.pending = {}
+
+    def _room(self, terms: int, entry: int) -> dict[int, int]:
+        """The pending entries of ``entry``'s section, a run packed first if ``terms`` more
+        would pass ``RUN_TERMS``."""
         if len(self.ids) + terms > RUN_TERMS and self.ids:
             self.runs.append(self._pack())
             self._start()
+        section = entry >> FLAG_BITS
+        if section != self.section:
+            self._flush()
+            self.section = section
+        return self.pending
+
+    def _numbers(self, terms: Iterable[str]) -> list[int]:
+        """Each term's number, a new term given the next one."""
+        ids = self.ids
+        return list(map(ids.setdefault, terms, map(len, repeat(ids))))
 
     def add_text(self, counts: Counter[str], entry: int) -> None:
         """One piece of a section's text: each term's count added to its entry for the section."""
-        self._room(len(counts))
-        ids, last, entries, of = self.ids, self.last, self.entries, self.of
-        section = entry >> FLAG_BITS
-        for term, count in counts.items():
-            number = ids.get(term)
-            if number is None:
-                number = ids[term] = len(last)
-                last.append(-1)
-            at = last[number]
-            if at >= 0 and entries[at] >> FLAG_BITS == section:
-                entries[at] = combine(entries[at], count if count < TF_MAX else TF_MAX)
-                continue
-            last[number] = len(entries)
-            entries.append(entry | (count if count < TF_MAX else TF_MAX))
-            of.append(number)
+        pending = self._room(len(counts), entry)
+        numbers = self._numbers(counts)
+        tfs: Iterable[int] = counts.values()
+        if counts and max(tfs) > TF_MAX:
+            tfs = map(min, tfs, repeat(TF_MAX))
+        if not pending:
+            self.pending = dict(zip(numbers, tfs, strict=True))
+            return
+        for number, tf in zip(numbers, tfs, strict=True):
+            had = pending.get(number)
+            pending[number] = tf if had is None else combine(had, tf)
 
     def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
         """Or ``entry``'s flags into each term's entry for its section."""
-        self._room(len(terms))
-        ids, last, entries, of = self.ids, self.last, self.entries, self.of
-        section = entry >> FLAG_BITS
-        for term in terms:
-            number = ids.get(term)
-            if number is None:
-                number = ids[term] = len(last)
-                last.append(-1)
-            at = last[number]
-            if at >= 0 and entries[at] >> FLAG_BITS == section:
-                entries[at] |= entry
-                continue
-            last[number] = len(entries)
-            entries.append(entry)
-            of.append(number)
+        pending = self._room(len(terms), entry)
+        flags = entry & (1 << FLAG_BITS) - 1
+        numbers = self._numbers(terms)
+        if not pending:
+            self.pending = dict.fromkeys(numbers, flags)
+            return
+        get = pending.get
+        for number in numbers:
+            pending[number] = get(number, 0) | flags
 
     def _pack(self) -> Postings:
         """Entries grouped by term (a counting sort: each term's stay in section order)."""
-        counts = array("I", bytes(4 * len(self.last)))
-        for number in self.of:
-            counts[number] += 1
-        places = array("I", accumulate(counts, initial=0))
-        out = array("I", bytes(4 * len(self.entries)))
-        for number, entry in zip(self.of, self.entries, strict=True):
-            out[places[number]] = entry
-            places[number] += 1
+        self._flush()
+        of, entries = self.of, self.entries
+        found = Counter(of)
+        counts = array("I", map(found.__getitem__, range(len(self.ids))))
+        del found
+        places = list(map(count, accumulate(counts, initial=0)))
+        """Per term, where its next entry goes."""
+        out = array("I", bytes(4 * len(entries)))
+        deque(map(out.__setitem__, map(next, map(places.__getitem__, of)), entries), maxlen=0)
         return Postings("\n".join(self.ids), narrow(counts), out)
 
     def seal(self) -> None:
