@@ -319,8 +319,14 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
     return length, has_text
 
 
+_TOPS = dict(_LIMITS)
+
+
 def _wider(values: array[int], value: int) -> array[int]:
     """``values`` with ``value`` appended, in a wider type first if it needs one."""
+    if value <= _TOPS[values.typecode]:
+        values.append(value)
+        return values
     if value > _LIMITS[-1][1]:
         raise OverflowError(value)
     for code, limit in _LIMITS:
@@ -357,7 +363,24 @@ class _Headings(Sequence[str]):
         return self._outline.heading(index - at + self._first)
 
     def __iter__(self) -> Iterator[str]:
-        return map(self.__getitem__, range(self._count))
+        """In order, each part of the outline's headings cut once (``heading`` sums sizes)."""
+        outline, dropped = self._outline, self._dropped
+        gone = 0
+        section = self._first
+        part, start, loaded = "", 0, -1
+        for index in range(self._count):
+            if gone < len(dropped) and dropped[gone] == index:
+                gone += 1
+                yield ""
+                continue
+            if section // HEADINGS_PER_PART != loaded:
+                loaded = section // HEADINGS_PER_PART
+                part = outline.headings[loaded]
+                start = sum(outline.heading_sizes[section & -HEADINGS_PER_PART : section])
+            size = outline.heading_sizes[section]
+            yield part[start : start + size]
+            start += size
+            section += 1
 
 
 def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
@@ -448,6 +471,16 @@ _LINK_MARKS = (b"[", b"<", b"://", b"www.")
 """What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
 
 
+def _marked(body: bytes, start: int, stop: int) -> bool:
+    return any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+
+
+def _own_section(*fields: object) -> mdoutline.OwnSection:
+    from markproto.protocol.mdoutline import OwnSection
+
+    return OwnSection(*fields)  # type: ignore[arg-type]
+
+
 class _Links:
     """The body's links as the sections stream by, each kept as one string (``links.tail``)
     with its line and its heading's number in arrays, until the anchors are known: a
@@ -462,17 +495,22 @@ class _Links:
         self.headings = array("i")
         """Each link's heading, numbered among all headings (-1: before the first)."""
         self.tails: list[str] = []
+        self._end = 0
+        """Where the last section fed ends (the next heading's line starts there)."""
 
     def section(self, span: mdoutline.OwnSpan, heading: int) -> None:
-        """Feed one section: its own text decoded only if it may hold a link."""
+        """Feed one section: its own text decoded only if it may hold a link, and nothing at
+        all where neither it nor its heading's line may."""
         body, start, stop = self._body, span.start, span.stop
-        marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
-        text = body[start:stop].decode("utf-8", "replace") if marked else ""
+        if not _marked(body, self._end, stop):
+            self._extractor.skip(stop)
+            self._end = stop
+            return
+        text = body[start:stop].decode("utf-8", "replace") if _marked(body, start, stop) else ""
         key = f"{_HEADING_KEY}{heading}" if span.level else ""
-        from markproto.protocol.mdoutline import OwnSection
-
-        own = OwnSection(key, span.heading, span.level, span.trail, text)
+        own = _own_section(key, span.heading, span.level, span.trail, text)
         self._extractor.section(start, stop, own)
+        self._end = stop
         self._keep(self._extractor.drain())
 
     def _keep(self, found: list[Link]) -> None:
