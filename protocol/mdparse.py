@@ -900,6 +900,8 @@ def _with_text(
 ) -> list[ParsedHeading]:
     """Each heading's text from its inline source, link references resolved against
     ``definitions``; ``budget`` is what is left of the document's inline budget."""
+    if not any(_INLINE_SYNTAX.search(text) for _, text, _, _, _ in sources):
+        return [ParsedHeading(*source) for source in sources]  # each source is its text
     with _LOCK:
         root = _new_root(definitions)
         with _patched(

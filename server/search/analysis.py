@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, overload
 
 from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
-from markproto.server.search.text import name_length, strip_markup, text_words, word_set
+from markproto.server.search.text import name_length, prose_words, word_set
 
 if TYPE_CHECKING:
     from markproto.protocol import mdoutline
@@ -309,10 +309,9 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
     while start < stop:
         end = stop if stop - start <= _PIECE else body.find(b"\n", start + _PIECE, stop) + 1
         end = end or stop
-        stripped = strip_markup(body[start:end].decode("utf-8", "replace"))
-        if stripped:
+        words = prose_words(body[start:end].decode("utf-8", "replace"))
+        if words is not None:
             has_text = True
-            words = text_words(stripped)
             length += len(words)
             found.add_text(Counter(words), entry)
         start = end

@@ -17,6 +17,7 @@ from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.text import (
     catalog_terms,
     field_words,
+    prose_words,
     loose_text,
     query_terms,
     strip_line,
@@ -217,6 +218,13 @@ MARKDOWN = st.text(
 @given(MARKDOWN)
 def test_strip_markup_equals_the_per_line_rules(raw: str) -> None:
     assert strip_markup(raw) == oracle_strip(raw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(MARKDOWN)
+def test_prose_words_are_the_words_of_the_stripped_text(raw: str) -> None:
+    stripped = strip_markup(raw)
+    assert prose_words(raw) == (text_words(stripped) if stripped else None)
 
 
 @settings(max_examples=400, deadline=None)
