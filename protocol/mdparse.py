@@ -736,12 +736,15 @@ def _pieces(content: str | bytes, chunk: int, start: int, scan: bool) -> Iterato
             end = next_top.start()
         piece = content[pos:end]
         scanned = _scan(piece, end == len(content)) if scan else None
+        if scanned is _GROW:
+            size *= 2
+            continue
         if scanned is not None:
             found, count = scanned
             base = pos - start
             sources = [(lv, text, ln, base + at, base + stop) for lv, text, ln, at, stop in found]
             yield _Piece(end, sources, count, {})
-            pos = end
+            pos, size = end, chunk
             continue
         raw, starts = _lines(piece)
         del piece
@@ -776,17 +779,23 @@ _SCAN_LINE = re.compile(
       | (?P<fence>```|~~~)
       | (?P<bracket>[^\S\n]*\[)
       | (?P<html>[^\S\n]*<)
-      | [ \t>*+\-0-9.)]*(?:\#|=+[ \t\r]*$|-[ \t\r]*$)
+      | (?P<rule>[ \t>*+\-0-9.)]*(?:=+[ \t\r]*$|-[ \t\r]*$))
+      | [ \t>*+\-0-9.)]*\#
       | \ {1,3}(?:```|~~~)
     )""",
     re.MULTILINE | re.VERBOSE,
 )
 """After a newline, the lines ``_scan`` looks at: a heading line at the margin, a fence at the
 margin, a line starting with ``[``, a line that may open an HTML block (``HtmlBlock.start``
-reads its ``lstrip()``), all named, and the lines it cannot read (unnamed): any other that may
-be a heading (``_MAYBE_HEADING``), a fence that may be indented at the top level."""
+reads its ``lstrip()``), a line that may underline a setext heading, all named, and the lines
+it cannot read (unnamed): any other line that may be (in) a heading (``_MAYBE_HEADING``), a
+fence that may be indented at the top level."""
 _SCAN_BLANK = re.compile(r"\n[^\S\n]*\n")
 _SCAN_FENCE_OPEN = block_token.CodeFence.pattern
+
+
+_GROW: tuple[list[tuple[int, str, int, int, int]], int] = ([], -1)
+"""``_scan``'s answer for a piece whose parse would end in an open fence: take a larger one."""
 
 
 def _scan(piece: str | bytes, last: bool) -> tuple[list[tuple[int, str, int, int, int]], int] | None:
@@ -799,11 +808,13 @@ def _scan(piece: str | bytes, last: bool) -> tuple[list[tuple[int, str, int, int
     paragraph, is neither lazy nor a continuation of a list item or a quote, and ends indented
     code; only a fence, an HTML block or link reference definitions (mistletoe reads those
     past a heading line) can hold it. So the piece is read here when: no line but those lines
-    may be a heading at all (``_MAYBE_HEADING``), no ``]:`` (no definition), no line may open
+    may be a heading at all (``_MAYBE_HEADING``; a line of ``-`` or ``=`` after a blank one
+    underlines nothing), no ``]:`` (no definition), no line may open
     an HTML block, every fence that may open at the top level is at the margin (followed
-    here as ``_CodeFence`` reads it), and, unless the piece ends the content, no fence stays
-    open and the last line starting with ``[`` has a blank line after it (mistletoe would try
-    a larger piece: ``_parse_blocks``'s ``open_``)."""
+    here as ``_CodeFence`` reads it), and, unless the piece ends the content, the last line
+    starting with ``[`` has a blank line after it and no HTML block may be open at the end
+    (mistletoe would try a larger piece: ``_parse_blocks``'s ``open_``). A fence open there
+    is known to be: the answer is then ``_GROW``."""
     text = "\n" + (piece.decode("utf-8", "replace") if isinstance(piece, bytes) else piece)
     if "]:" in text:
         return None
@@ -819,6 +830,11 @@ def _scan(piece: str | bytes, last: bool) -> tuple[list[tuple[int, str, int, int
         at = found.start() + 1
         if kind == "bracket":
             bracket = at
+            continue
+        if kind == "rule":
+            # after a blank line no paragraph is open, in any container, for it to underline
+            if fence is None and text[text.rfind("\n", 0, at - 1) + 1 : at - 1].strip():
+                return None
             continue
         stop = text.find("\n", at)
         line = text[at : stop if stop >= 0 else len(text)]
@@ -839,9 +855,10 @@ def _scan(piece: str | bytes, last: bool) -> tuple[list[tuple[int, str, int, int
                 fence = opened.group(2)
         elif (heading := _atx(line)) is not None and heading[1]:
             headings.append((*heading, at - 1))
+    if fence is not None and not last:
+        return _GROW  # mistletoe's last block, the fence, would be open (``_parse_blocks``)
     if not last and (
-        fence is not None
-        or html > len(text)
+        html > len(text)
         or (bracket >= 0 and _SCAN_BLANK.search(text, text.find("\n", bracket)) is None)
     ):
         return None

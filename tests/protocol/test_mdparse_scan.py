@@ -60,12 +60,15 @@ LINES = [
     "    code",
     "\tcode",
     "é ü 日本",
+    "---",
+    "===",
+    "- - -",
+    "-",
+    "  ---",
 ]
 OTHERS = [
     # what sends a piece to mistletoe
     "[ref]: /u 'title",
-    "===",
-    "---",
     "- # item",
     "> # quoted",
     "  # indented",
