@@ -220,11 +220,11 @@ class Extractor:
         if not _blocks(text):  # paragraphs alone: no code, no comment can start here
             counted = 0
             for paragraph in _PARAGRAPH.finditer(text):
-                found = paragraph.group()
-                if _marked(found):
+                lines = paragraph.group()
+                if _marked(lines):
                     line += text.count("\n", counted, paragraph.start())
                     counted = paragraph.start()
-                    self._block(found.split("\n"), line, section)
+                    self._block(lines.split("\n"), line, section)
             return
         fence: tuple[str, int] | None = None
         comment = listed = False
@@ -518,6 +518,7 @@ def _closing_brackets(masked: str) -> dict[int, int]:
     flat = {found.start(): found.end() - 1 for found in _FLAT_BRACKETS.finditer(masked)}
     if len(flat) == masked.count("["):  # every ``[`` closes before the next: nothing nests
         return flat
+    del flat
     stack: list[int] = []
     out: dict[int, int] = {}
     for found in _BRACKETS.finditer(masked):

@@ -794,11 +794,12 @@ _SCAN_BLANK = re.compile(r"\n[^\S\n]*\n")
 _SCAN_FENCE_OPEN = block_token.CodeFence.pattern
 
 
-_GROW: tuple[list[tuple[int, str, int, int, int]], int] = ([], -1)
+_Scanned = tuple[list[tuple[int, str, int, int, int]], int]
+_GROW: _Scanned = ([], -1)
 """``_scan``'s answer for a piece whose parse would end in an open fence: take a larger one."""
 
 
-def _scan(piece: str | bytes, last: bool) -> tuple[list[tuple[int, str, int, int, int]], int] | None:
+def _scan(piece: str | bytes, last: bool) -> _Scanned | None:
     """A piece's heading sources and line count (as ``_pieces`` gives them, offsets from the
     piece's start) where its headings can only be ATX lines at the left margin outside fenced
     code at the margin, and nothing else can hide one or keep a block open at the piece's

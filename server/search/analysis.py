@@ -202,9 +202,9 @@ def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], tuple[Postings, .
 class _Found:
     """Postings as they are found: one entry array and, beside it, each entry's term number,
     so a term costs its string and a few array items, not an array of its own; packed into a
-    run whenever ``RUN_TERMS`` distinct terms are held. The current section's entries wait in
-    a dict by term number (its text's pieces and its heading's words merge there, in C for the
-    first), and join the arrays when the next section starts or the run is packed."""
+    run whenever ``RUN_TERMS`` distinct terms are held. A section's first terms are appended
+    in C (none can have an entry for it yet); later pieces of its text and its heading's words
+    merge into its entries, found by each term's latest entry (``last``)."""
 
     def __init__(self) -> None:
         self.runs: list[Postings] = []
@@ -215,70 +215,94 @@ class _Found:
         self.of = array("I")
         """The term number of each entry."""
         self.entries = array("I")
+        self.last = array("i")
+        """Per term number, the index of its latest entry."""
         self.section = -1
-        self.pending: dict[int, int] = {}
-        """The flags and frequency of each term number's entry for ``section``."""
+        """The section of the latest entry."""
 
-    def _flush(self) -> None:
-        if self.pending:
-            self.of.extend(self.pending)
-            self.entries.extend(map((self.section << FLAG_BITS).__or__, self.pending.values()))
-            self.pending = {}
-
-    def _room(self, terms: int, entry: int) -> dict[int, int]:
-        """The pending entries of ``entry``'s section, a run packed first if ``terms`` more
-        would pass ``RUN_TERMS``."""
+    def _room(self, terms: int, entry: int) -> bool:
+        """Whether ``entry``'s section has no entry in the run yet, a run packed first if
+        ``terms`` more would pass ``RUN_TERMS``."""
         if len(self.ids) + terms > RUN_TERMS and self.ids:
             self.runs.append(self._pack())
             self._start()
-        section = entry >> FLAG_BITS
-        if section != self.section:
-            self._flush()
-            self.section = section
-        return self.pending
+        section, self.section = self.section, entry >> FLAG_BITS
+        return section != self.section
 
     def _numbers(self, terms: Iterable[str]) -> list[int]:
-        """Each term's number, a new term given the next one."""
+        """Each term's number, a new term given the next one (and no latest entry)."""
         ids = self.ids
-        return list(map(ids.setdefault, terms, map(len, repeat(ids))))
+        numbers = list(map(ids.setdefault, terms, map(len, repeat(ids))))
+        if len(ids) > len(self.last):
+            self.last.frombytes(b"\xff" * (4 * (len(ids) - len(self.last))))  # -1 each
+        return numbers
+
+    def _append(self, numbers: list[int], entries: Iterable[int]) -> None:
+        """New entries for ``numbers``, which have none for their section."""
+        first = len(self.entries)
+        self.entries.extend(entries)
+        self.of.extend(numbers)
+        deque(map(self.last.__setitem__, numbers, range(first, len(self.entries))), maxlen=0)
 
     def add_text(self, counts: Counter[str], entry: int) -> None:
         """One piece of a section's text: each term's count added to its entry for the section."""
-        pending = self._room(len(counts), entry)
+        fresh = self._room(len(counts), entry)
         numbers = self._numbers(counts)
         tfs: Iterable[int] = counts.values()
         if counts and max(tfs) > TF_MAX:
             tfs = map(min, tfs, repeat(TF_MAX))
-        if not pending:
-            self.pending = dict(zip(numbers, tfs, strict=True))
+        if fresh:
+            self._append(numbers, map(entry.__or__, tfs))
             return
+        last, entries, of = self.last, self.entries, self.of
+        section = entry >> FLAG_BITS
         for number, tf in zip(numbers, tfs, strict=True):
-            had = pending.get(number)
-            pending[number] = tf if had is None else combine(had, tf)
+            at = last[number]
+            if at >= 0 and entries[at] >> FLAG_BITS == section:
+                entries[at] = combine(entries[at], tf)
+                continue
+            last[number] = len(entries)
+            entries.append(entry | tf)
+            of.append(number)
 
     def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
         """Or ``entry``'s flags into each term's entry for its section."""
-        pending = self._room(len(terms), entry)
-        flags = entry & (1 << FLAG_BITS) - 1
+        fresh = self._room(len(terms), entry)
         numbers = self._numbers(terms)
-        if not pending:
-            self.pending = dict.fromkeys(numbers, flags)
+        if fresh:
+            self._append(numbers, repeat(entry, len(numbers)))
             return
-        get = pending.get
+        last, entries, of = self.last, self.entries, self.of
+        section = entry >> FLAG_BITS
         for number in numbers:
-            pending[number] = get(number, 0) | flags
+            at = last[number]
+            if at >= 0 and entries[at] >> FLAG_BITS == section:
+                entries[at] |= entry
+                continue
+            last[number] = len(entries)
+            entries.append(entry)
+            of.append(number)
 
     def _pack(self) -> Postings:
-        """Entries grouped by term (a counting sort: each term's stay in section order)."""
-        self._flush()
-        of, entries = self.of, self.entries
-        found = Counter(of)
-        counts = array("I", map(found.__getitem__, range(len(self.ids))))
-        del found
-        places = list(map(count, accumulate(counts, initial=0)))
-        """Per term, where its next entry goes."""
+        """Entries grouped by term (a counting sort: each term's stay in section order), in C
+        for a run of a few thousand terms (a dict and an iterator a term), else in arrays."""
+        of, entries, terms = self.of, self.entries, len(self.ids)
         out = array("I", bytes(4 * len(entries)))
-        deque(map(out.__setitem__, map(next, map(places.__getitem__, of)), entries), maxlen=0)
+        if terms <= 2 * RUN_TERMS:
+            found = Counter(of)
+            counts = array("I", map(found.__getitem__, range(terms)))
+            del found
+            places = list(map(count, accumulate(counts, initial=0)))
+            """Per term, where its next entry goes."""
+            deque(map(out.__setitem__, map(next, map(places.__getitem__, of)), entries), maxlen=0)
+        else:
+            counts = array("I", bytes(4 * terms))
+            for number in of:
+                counts[number] += 1
+            at = array("I", accumulate(counts, initial=0))
+            for number, entry in zip(of, entries, strict=True):
+                out[at[number]] = entry
+                at[number] += 1
         return Postings("\n".join(self.ids), narrow(counts), out)
 
     def seal(self) -> None:

@@ -93,13 +93,13 @@ def text_words(text: str) -> list[str]:
         for part in parts
         if part.isalnum()
         and 1 < len(part) <= TOKEN_MAX_BYTES
-        and (len(part) <= _SURELY_FITS or len(part.encode()) <= TOKEN_MAX_BYTES)
+        and (len(part) <= _SURELY_FITS or part.isascii() or len(part.encode()) <= TOKEN_MAX_BYTES)
     ]
     if odd:
         out += [
             run
             for run in _SHORT_RUNS.findall(odd)
-            if len(run) <= _SURELY_FITS or len(run.encode()) <= TOKEN_MAX_BYTES
+            if len(run) <= _SURELY_FITS or run.isascii() or len(run.encode()) <= TOKEN_MAX_BYTES
         ]
         out += filter(_fits, _COMPOUNDS.findall(odd))
     return out

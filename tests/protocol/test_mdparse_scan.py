@@ -107,7 +107,9 @@ def test_the_scan_finds_what_mistletoe_finds(content: str, chunk: int) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(CONTENT, st.integers(1, 60), st.sampled_from([b"", b"\xff", b"\xe2\x82"]))
-def test_the_scan_finds_what_mistletoe_finds_in_bytes(content: str, chunk: int, junk: bytes) -> None:
+def test_the_scan_finds_what_mistletoe_finds_in_bytes(
+    content: str, chunk: int, junk: bytes
+) -> None:
     data = content.encode()
     middle = data.find(b"\n", len(data) // 2)
     if middle >= 0:

@@ -17,8 +17,8 @@ from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.text import (
     catalog_terms,
     field_words,
-    prose_words,
     loose_text,
+    prose_words,
     query_terms,
     strip_line,
     strip_markup,
