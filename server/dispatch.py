@@ -119,6 +119,8 @@ class Dispatcher:
             path, reply = self._route(request)
         if isinstance(reply, _VALUES):
             return self._emit(reply, verb, path, started, peer.host)
+        if verb in _WRITES:  # a write's reply is awaited only once it passed the write gate
+            peer.writer()
         if isinstance(reply, LongResponse):
             log_request(verb, path, st.Status.OK, (time.perf_counter() - started) * 1000, peer.host)
             return reply
