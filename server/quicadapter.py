@@ -44,6 +44,8 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
 
+from markproto.protocol.limits import DATAGRAM_MAX, READ_BATCH
+
 
 class _Gated(Limit):
     """A limit aioquic grows by assigning ``value``; `_grow` says what it grows to instead."""
@@ -220,14 +222,6 @@ class Batch:
         return touched
 
 
-READ_BATCH = 32
-"""Datagrams read from the socket before the connections they are for transmit. asyncio's
-datagram transport reads one per turn of the loop, and aioquic transmits after each, so an upload
-cost a pass over every stream, an acknowledgement and a loop turn per datagram. The bound keeps
-what is handled before anyone hears back to a few milliseconds."""
-_DATAGRAM_MAX = 65535
-
-
 class Listener(QuicServer):
     """The listening socket and its connection table."""
 
@@ -249,8 +243,11 @@ class Listener(QuicServer):
             self.arrived(data, addr)
             for _ in range(READ_BATCH - 1):
                 try:
-                    data, addr = self._socket.recvfrom(_DATAGRAM_MAX)
-                except OSError:  # nothing queued (or an error the transport reports next read)
+                    data, addr = self._socket.recvfrom(DATAGRAM_MAX)
+                except BlockingIOError:  # nothing more queued
+                    break
+                except OSError as exc:  # as the transport would have: an ICMP error, say
+                    self.error_received(exc)
                     break
                 self.arrived(data, addr)
         finally:
