@@ -263,7 +263,7 @@ class RequestStreams:
         self.holds = 0
         """Streams whose credit is to be held back when they finish (`take_holds`)."""
         self.trusted = False
-        """A request of this connection passed the write gate (`trust`): its new streams and
+        """A request of this connection showed a publish token (`trust`): its new streams and
         request bytes no longer wait for its source's rate limiter and upload bucket."""
 
     def trust(self) -> None:

@@ -110,9 +110,9 @@ class Peer:
     host: str
     port: int
     writer: Callable[[], None] = field(default=_nobody, compare=False, repr=False)
-    """Called when a request passed the write gate (its token grants that write): from then on
-    the connection is the token holder's, and the address's request and upload rates no longer
-    apply to it (SPEC §1.3)."""
+    """Called when a request showed a publish token (a write past the write gate, or a read
+    whose token may publish its path): from then on the connection is the token holder's, and
+    the address's request and upload rates no longer apply to it (SPEC §1.3)."""
 
     @classmethod
     def from_address(cls, addr: NetworkAddress, writer: Callable[[], None] = _nobody) -> Peer:

@@ -260,6 +260,37 @@ async def test_a_connection_whose_write_passed_the_gate_is_not_held_to_its_addre
     assert anonymous == ["unauthorized", "rate-limited"]
 
 
+async def test_a_read_whose_token_grants_publish_exempts_its_connection_too(tmp_path: Path) -> None:
+    """An import's reads (LIST, a FETCH a document) come before its first write: a token that
+    may publish the path read shows the same holder."""
+    async with running_server(tmp_path / "root", rate_limit=0.001, rate_burst=2) as server:
+        reader = await connect("127.0.0.1", server.port, cafile=server.cert)
+        try:
+
+            async def fetch(n: int, token: str) -> str:
+                req = wire.Request("FETCH", f"/bulk/{n}.md", {"auth": token}, b"")
+                return wire.parse_response(await reader.request(wire.emit_request(req))).status
+
+            first = await fetch(0, WRITE_TOKEN)
+            rest = await asyncio.gather(*(fetch(n, WRITE_TOKEN) for n in range(1, 40)))
+        finally:
+            reader.hang_up()
+        other = await connect("127.0.0.1", server.port, cafile=server.cert)
+        try:
+            anonymous = [await fetch_with(other, "") for _ in range(2)]
+        finally:
+            other.hang_up()
+    assert first == "not-found"
+    assert rest == ["not-found"] * 39
+    assert anonymous == ["not-found", "rate-limited"]
+
+
+async def fetch_with(client: Remote, token: str) -> str:
+    meta = {"auth": token} if token else {}
+    req = wire.Request("FETCH", "/bulk/none.md", meta, b"")
+    return wire.parse_response(await client.request(wire.emit_request(req))).status
+
+
 async def test_a_token_added_to_the_file_works_on_its_first_request(
     server: RunningServer, ask: Ask, caplog: pytest.LogCaptureFixture
 ) -> None:
