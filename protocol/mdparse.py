@@ -791,6 +791,9 @@ reads its ``lstrip()``), a line that may underline a setext heading, all named, 
 it cannot read (unnamed): any other line that may be (in) a heading (``_MAYBE_HEADING``), a
 fence that may be indented at the top level."""
 _SCAN_BLANK = re.compile(r"\n[^\S\n]*\n")
+_SCAN_RAW = re.compile(r"\s*<(?:[!?]|(?i:pre|script|style|textarea))")
+"""A line that may open an HTML block a blank line does not end (kinds 1 to 5): any other ends
+at the next blank line at the latest, opened or not (``_blank_reach``)."""
 _SCAN_FENCE_OPEN = block_token.CodeFence.pattern
 
 
@@ -842,7 +845,8 @@ def _scan(piece: str | bytes, last: bool) -> _Scanned | None:
         line = (line[:-1] if line.endswith("\r") else line) + "\n"
         if kind == "html":
             if fence is None:
-                html = max(html, _html_reach(text, line, stop))
+                reach = _html_reach(text, line, stop) if _SCAN_RAW.match(line) else 0
+                html = max(html, reach or _blank_reach(text, stop))
             continue
         if at < html:
             return None  # a heading or fence line an HTML block may hold
@@ -877,6 +881,15 @@ def _scan(piece: str | bytes, last: bool) -> _Scanned | None:
         end = piece.find(newline, first) + 1 or len(piece)  # type: ignore[arg-type]
         sources.append((level, source, number, first, end))
     return sources, count
+
+
+def _blank_reach(text: str, stop: int) -> int:
+    """Where an HTML block that a blank line ends, opened on the line ending at ``stop``, may
+    end at the latest (past the text when no blank line comes)."""
+    if stop < 0:
+        return 0
+    blank = _SCAN_BLANK.search(text, stop)
+    return len(text) + 1 if blank is None else blank.start()
 
 
 def _html_reach(text: str, line: str, stop: int) -> int:
