@@ -4,9 +4,11 @@ The reference walks goldmark's CommonMark AST; we get the same headings from mis
 parser with a private set of token classes that fix where it strays from CommonMark (setext
 headings in block quotes, lazy continuation lines, lenient tables, list markers, HTML block ends,
 link reference definitions followed by paragraph text). Only blocks are parsed; inline parsing
-runs on heading contents alone, which keeps indexing fast. Hostile input stays cheap and never
-raises: nesting deeper than Python's stack yields no headings, and heading sources past the
-inline limits skip mistletoe's quadratic inline parser.
+runs on heading contents alone, which keeps indexing fast. A piece whose headings can only be
+ATX lines at the margin (most of real documents) is read by a line scan instead (``_scan``),
+which finds what that parse finds (tests/protocol/test_mdparse_scan.py). Hostile input stays
+cheap and never raises: nesting deeper than Python's stack yields no headings, and heading
+sources past the inline limits skip mistletoe's quadratic inline parser.
 
 Input is a document's content (frontmatter already cut off); offsets are ``str`` indices into it.
 """
