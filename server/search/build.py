@@ -118,6 +118,7 @@ class _Builder:
         self._analyse(todo)
         if self.cancelled.is_set():
             return None
+        self.bodies.freeze()
         seconds = time.monotonic() - self._started
         log.info(
             "lookup index built",

@@ -208,8 +208,9 @@ class Content:
         """The paths whose current, non-archived version has this content-hash, sorted."""
         return self._snapshot.resolve_hash(digest)
 
-    def read(self, current: CurrentVersion) -> Version | None:
-        """The current version in full (cached)."""
+    def read(self, current: CurrentVersion, *, keep: bool = True) -> Version | None:
+        """The current version in full, from the cache; read, it is kept there unless ``keep``
+        is false (a LOOKUP reads a body for one snippet: that does not make it worth memory)."""
         version = self._cache.get(current.file)
         if version is None:
             # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
@@ -217,7 +218,8 @@ class Content:
             version = self._store.load_file(current.path, current.number, current.file)
             if version is None:
                 return None
-            self._cache.put(version)
+            if keep:
+                self._cache.put(version)
         if version.archived != current.archived:
             version = dataclasses.replace(version, archived=current.archived)
         return version
