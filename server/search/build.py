@@ -157,7 +157,11 @@ class _Builder:
         outlines: dict[str, Outline] = {}
         for doc in saved.docs:
             now = current.get(doc.entry[0])
-            entry = Entry.restored(doc.entry, now.modified if now is not None else _EPOCH)
+            own = doc.entry
+            if now is not None:  # the snapshot's own path and metadata, where they are equal
+                _, title, tags, importance, meta = own
+                own = (now.path, title, tags, importance, now.meta if meta == now.meta else meta)
+            entry = Entry.restored(own, now.modified if now is not None else _EPOCH)
             outline = outlines[entry.path] = Outline(*doc.outline)
             restored.append((entry, doc.content_hash, doc.start, outline))
         self.bodies.restore(restored, saved.terms, saved.counts, saved.entries, saved.next_slot)

@@ -94,6 +94,7 @@ class Entry:
     def restored(cls, saved: SavedEntry, modified: datetime) -> Entry:
         """An entry from ``saved()`` (a saved index) and its version's modified time."""
         path, title, tags, importance, meta = saved
+        title_key = lower(title)
         return cls(
             path=path,
             title=title,
@@ -103,7 +104,7 @@ class Entry:
             meta=meta,
             terms=frozenset(word_set((*tags, title))) or _NONE,
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
-            title_key=lower(title),
+            title_key=title if title_key == title else title_key,
             tag_keys=frozenset(fold(tag) for tag in tags) if tags else _NONE,
         )
 
