@@ -13,6 +13,10 @@ keeps serving FETCH, LIST and the rest between them (the interpreter hands it th
 milliseconds, however long one body takes). That is safe because while anything is held or
 being applied, every index change goes through here (``Content`` asks `__bool__`), in order,
 and no reader touches the indexes before `caught_up`: the thread is their only user meanwhile.
+
+A held change keeps no body: a version's is read again from its file (version files never change)
+when the change is applied, so a burst of writes holds a few hundred bytes a document, not its
+bodies.
 """
 
 from __future__ import annotations
@@ -22,16 +26,17 @@ import concurrent.futures
 import logging
 from collections.abc import Callable
 
-from markproto.server.storage.store import Version
+from markproto.server.storage.snapshot import CurrentVersion
 
 log = logging.getLogger("markproto.server.storage.backlog")
 
 PAUSE = 0.25
 """Seconds without a write coming back after which held work starts."""
 MAX_BYTES = 32 << 20
-"""Bodies held before catching up starts without waiting for a pause."""
+"""Bodies behind the held changes before catching up starts without waiting for a pause (what a
+LOOKUP may have to wait for)."""
 
-Change = Version | str
+Change = CurrentVersion | str
 """An index change: a version to put (or remove, when archived), or the path of one gone."""
 
 
@@ -43,7 +48,8 @@ class Backlog:
         """Make one change to every index (run on the backlog's thread)."""
         self._busy = busy
         """True while writes are in flight."""
-        self._held: dict[str, Change] = {}
+        self._held: dict[str, tuple[Change, int]] = {}
+        """Path -> its change and the size of its body."""
         self._bytes = 0
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -55,11 +61,12 @@ class Backlog:
         """True while changes are held or being applied: every index change must come here."""
         return bool(self._held) or self._task is not None
 
-    def hold(self, change: Change) -> None:
-        """Hold an index change, replacing any held for the same path (it is older)."""
+    def hold(self, change: Change, size: int = 0) -> None:
+        """Hold an index change (its body ``size`` bytes), replacing any held for the same path
+        (it is older)."""
         path = change if isinstance(change, str) else change.path
-        self._bytes += _size(change) - _size(self._held.pop(path, None))
-        self._held[path] = change
+        self._bytes += size - self._held.pop(path, (path, 0))[1]
+        self._held[path] = change, size
         loop = asyncio.get_running_loop()
         self._last = loop.time()
         if self._bytes >= MAX_BYTES:
@@ -105,8 +112,8 @@ class Backlog:
         loop = asyncio.get_running_loop()
         try:
             while self._held:
-                change = self._held.pop(next(iter(self._held)))
-                self._bytes -= _size(change)
+                change, size = self._held.pop(next(iter(self._held)))
+                self._bytes -= size
                 await loop.run_in_executor(self._thread, self._apply, change)
         except Exception:
             log.exception("index catch-up failed; LOOKUP may miss documents until a restart")
@@ -118,7 +125,3 @@ class Backlog:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-
-
-def _size(change: Change | None) -> int:
-    return len(change.body) if isinstance(change, Version) else 0
