@@ -126,7 +126,7 @@ class App:
         started = time.monotonic()
         size = memory.budget(config.memory_budget)
         shares = memory.Shares.of(size)
-        memory.limit_arenas()  # before the first thread
+        memory.tune()  # before the first thread
         log.info("memory budget", extra={"mib": size >> 20, "source": _budget_source(config)})
         lookup = Lookup()
         lookup.begin_build()  # writes from now on are held until the build swaps its indexes in

@@ -26,6 +26,7 @@ import concurrent.futures
 import logging
 from collections.abc import Callable
 
+from markproto.server import memory
 from markproto.server.storage.snapshot import CurrentVersion
 
 log = logging.getLogger("markproto.server.storage.backlog")
@@ -35,6 +36,10 @@ PAUSE = 0.25
 MAX_BYTES = 32 << 20
 """Bodies behind the held changes before catching up starts without waiting for a pause (what a
 LOOKUP may have to wait for)."""
+
+TRIM_BYTES = 256 << 10
+"""A body this large leaves megabytes of freed analysis behind: the heaps are trimmed after its
+index change, not only once the writes pause (the x5 publish peaks lower by it)."""
 
 Change = CurrentVersion | str
 """An index change: a version to put (or remove, when archived), or the path of one gone."""
@@ -115,6 +120,8 @@ class Backlog:
                 change, size = self._held.pop(next(iter(self._held)))
                 self._bytes -= size
                 await loop.run_in_executor(self._thread, self._apply, change)
+                if size >= TRIM_BYTES:
+                    await loop.run_in_executor(self._thread, memory.trim)
         except Exception:
             log.exception("index catch-up failed; LOOKUP may miss documents until a restart")
             self._held.clear()

@@ -48,7 +48,7 @@ GROWTH_TARGET, P99_TARGET_MS, START_TARGET, READY_TARGET = 1.5, 50.0, 1.3, 8.0
 SETTLE_S = 5.0
 """Long enough for the server's trim (two quiet 2 s intervals after the last write)."""
 NO_ALLOCATOR_SETTINGS = {  # glibc defaults: neither call has a setting that turns it off
-    "markproto.server.memory.limit_arenas": os.getpid,
+    "markproto.server.memory.tune": os.getpid,
     "markproto.server.memory.trim": os.getpid,
 }
 NO_TRIM = {"markproto.server.memory.trim": os.getpid}
@@ -775,7 +775,7 @@ def part3(base: Path, docs5: list[tuple[str, bytes]]) -> list[str]:
         "**3. Allocator settings.** The x5 publish (one at a time) on a fresh server, settled"
         f" {SETTLE_S:.0f} s later. glibc has no setting that turns `malloc_trim` off, and the"
         " server skips its own arena limit only when `MALLOC_ARENA_MAX` is set, so the rows"
-        " without them patch `markproto.server.memory.trim` / `limit_arenas` to no-ops in the"
+        " without them patch `markproto.server.memory.trim` / `tune` to no-ops in the"
         " server process (glibc then uses its default of 8 arenas a core).",
         "",
         alloc_table,
