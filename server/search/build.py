@@ -41,8 +41,11 @@ log = logging.getLogger("markproto.server.search.build")
 
 BATCH_BYTES = 1 << 20
 """Bodies analysed together (one worker task; one append per term)."""
-WORKER_BYTES = 16 << 20
-"""Bodies to analyse before worker processes are worth their start and their memory."""
+WORKER_BYTES = 64 << 20
+"""Bodies analysed on the thread before worker processes start for the rest. A worker is an
+interpreter with the parser imported, about 50 MiB while it runs, so two are worth their memory
+only beside a root whose bodies (and index, about as large) are larger than they are: below
+this a build stays in the server's own memory (tests/bench/run board, part 1's full build)."""
 PROGRESS_SECONDS = 5.0
 STALE_MAX = 64
 """Saved documents no longer current that are removed from a restored index one by one (each
