@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, and_, contains, rshift
+from operator import and_, contains, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
@@ -298,7 +298,7 @@ class BodyIndex:
             start += self._add(entry, content_hash, start, analysis.outline).slots
         self._next_slot = start
         for run in runs:
-            self._extend(run, base)
+            self._postings.extend(run.terms, run.counts, run.entries, base)
         if self._postings.due():
             self.freeze()
 
@@ -314,19 +314,6 @@ class BodyIndex:
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
         return doc
-
-    def _extend(self, run: Postings, base: int) -> None:
-        postings, entries = self._postings, run.entries
-        shift = base << FLAG_BITS
-        begin = 0
-        terms = run.terms.split("\n") if run.terms else ()
-        for term, count in zip(terms, run.counts, strict=True):
-            stop = begin + count
-            part = entries[begin:stop]
-            if shift:
-                part = array("I", map(add, part, repeat(shift)))
-            postings.extend(term, part)
-            begin = stop
 
     def entry(self, path: str) -> Entry | None:
         """The catalog entry of ``path`` as indexed, if it is."""

@@ -45,8 +45,9 @@ from markproto.server import devcert
 
 TOKEN = "bench-board-token"
 GROWTH_TARGET, P99_TARGET_MS, START_TARGET, READY_TARGET = 1.5, 50.0, 1.3, 8.0
-SETTLE_S = 5.0
-"""Long enough for the server's trim (two quiet 2 s intervals after the last write)."""
+SETTLE_S = 8.0
+"""Long enough for the server's trim (two quiet 2 s intervals after the last write and the
+index work it held back) to have happened."""
 NO_ALLOCATOR_SETTINGS = {  # glibc defaults: neither call has a setting that turns it off
     "markproto.server.memory.tune": os.getpid,
     "markproto.server.memory.trim": os.getpid,
@@ -555,15 +556,14 @@ ATTRIBUTED = (
 def attribution_table(runs: list[Growth]) -> str:
     """Where each run's settled growth went, per body byte (the server process alone)."""
     rows = []
-    names = [*ATTRIBUTED, "other Python objects", "allocator slack", "not malloc (code pages...)"]
+    names = [*ATTRIBUTED, "other Python objects", "free in pymalloc's arenas", "the rest"]
     for run in runs:
         parts = run.parts or {}
         structures = sum(parts.get(name, 0) for name in ATTRIBUTED)
         used = parts.get("pymalloc used", 0) + parts.get("glibc used", 0)
-        held = parts.get("pymalloc arenas", 0) + parts.get("glibc used", 0)
-        held += parts.get("glibc free", 0)
+        pools = parts.get("pymalloc arenas", 0) - parts.get("pymalloc used", 0)
         cells = [parts.get(name, 0) for name in ATTRIBUTED]
-        cells += [used - structures, held - used, parts.get("rss", 0) - held]
+        cells += [used - structures, pools, parts.get("rss", 0) - used - pools]
         rows.append(
             [f"x{run.copies}", mib(parts.get("rss", 0)), f"{parts.get('modules', 0):+d}"]
             + [f"{cell / run.body:.2f}" for cell in cells]
@@ -617,11 +617,12 @@ def part1(runs: list[Growth], before: list[Growth]) -> list[str]:
         " cgroup's MemoryMax must hold too; they exit when the build ends.",
         "",
         "Where the settled growth of the publish goes, per body byte (the server process, settled"
-        " minus empty, from inside it: each structure's objects counted once, in the order of"
-        " the columns; other Python objects are the rest of what pymalloc and glibc have handed"
-        " out, mostly the code of the modules imported since the empty start; allocator slack"
-        " is what pymalloc's arenas and glibc's heaps hold free; the rest of the RSS is not from"
-        " malloc: shared libraries' pages and thread stacks).",
+        " minus a settled empty server's, from inside it: each structure's objects counted once,"
+        " in the order of the columns; other Python objects are the rest of what pymalloc and"
+        " glibc have handed out, mostly the code of the modules imported since the empty start"
+        " (modules: how many); then the free blocks and pools of pymalloc's arenas (an arena is"
+        " handed back only when all of it is free); the rest is glibc's free memory still"
+        " resident and what is not malloc's at all: shared libraries' pages, thread stacks).",
         "",
         attribution_table(runs),
     ]

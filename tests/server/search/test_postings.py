@@ -38,7 +38,7 @@ def test_posting_lists_are_what_a_dict_says(ops: list[tuple[object, ...]]) -> No
             slots = max([3, *terms.values()])
             for term, sections in terms.items():
                 part = array("I", ((next_slot + s) << FLAG_BITS | s + 1 for s in range(sections)))
-                lists.extend(term, part)
+                lists.extend(term, array("I", (len(part),)), part, 0)
                 model.setdefault(term, []).extend(part)
             docs.append((next_slot, slots, set(terms)))
             next_slot += slots
