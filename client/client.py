@@ -54,6 +54,12 @@ READ_ATTEMPTS = 3
 RETRY_DELAY = 0.1
 RETRY_WINDOW = 2.0
 """Seconds after the first attempt during which a failed request may still be retried."""
+RATE_WAIT = 30.0
+"""Seconds a request answered ``rate-limited`` is asked again before that answer is returned: a
+server's bucket refills within a second or two, and an import or export of thousands of
+documents must not lose the requests that met an empty one."""
+RATE_DELAY = 0.05
+RATE_DELAY_MAX = 1.0
 KEEPALIVE = 25.0
 """Seconds between PINGs on idle pooled connections, inside any server's idle timeout (the
 reference's 30 s), so a long-lived client keeps its connections."""
@@ -81,6 +87,7 @@ class Client:
         default_host: str | None = None,
         attempts: int = READ_ATTEMPTS,
         retry_delay: float = RETRY_DELAY,
+        rate_wait: float = RATE_WAIT,
     ) -> None:
         self.pool = pool if pool is not None else Pool(keepalive=KEEPALIVE)
         self.tokens = tokens if tokens is not None else Tokens()
@@ -88,6 +95,7 @@ class Client:
         self.default_host = default_host
         self.attempts = attempts
         self.retry_delay = retry_delay
+        self.rate_wait = rate_wait
 
     @classmethod
     def from_environment(
@@ -418,6 +426,18 @@ class Client:
         return Result(response.status, response.meta, response.body)
 
     async def _exchange(self, url: MarkURL, request: Request, write: bool) -> Response:
+        """The server's answer; a ``rate-limited`` one (the server did nothing with the request)
+        is asked again, waiting longer each time, for up to ``rate_wait`` seconds."""
+        delay, waited = RATE_DELAY, 0.0
+        while True:
+            response = await self._attempt(url, request, write)
+            if response.status != Status.RATE_LIMITED or waited >= self.rate_wait:
+                return response
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(2 * delay, RATE_DELAY_MAX)
+
+    async def _attempt(self, url: MarkURL, request: Request, write: bool) -> Response:
         data = emit_request(request)
         loop = asyncio.get_running_loop()
         start = loop.time()

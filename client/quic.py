@@ -43,7 +43,7 @@ from markproto.client.errors import (
 )
 from markproto.client.trust import Plan, Verification
 from markproto.protocol.digests import fingerprint
-from markproto.protocol.limits import ALPN
+from markproto.protocol.limits import ALPN, DATAGRAM_MAX, READ_BATCH
 
 _GIVE_UP = 0
 """Application error code on streams the client abandons (timeout, oversize response)."""
@@ -72,7 +72,7 @@ async def open_connection(
     quic = QuicConnection(configuration=config)
     loop = asyncio.get_running_loop()
     _, conn = await loop.create_datagram_endpoint(
-        lambda: ClientProtocol(quic, authority), sock=sock
+        lambda: ClientProtocol(quic, authority, sock), sock=sock
     )
     return conn
 
@@ -100,9 +100,10 @@ class ClientProtocol(QuicConnectionProtocol):
     the connection's close event as soon as it is set, not 3×PTO later when aioquic emits it.
     """
 
-    def __init__(self, quic: QuicConnection, authority: str) -> None:
+    def __init__(self, quic: QuicConnection, authority: str, sock: socket.socket) -> None:
         super().__init__(quic)
         self.quic = quic
+        self._socket = sock
         self.loop = asyncio.get_running_loop()
         self.transport: asyncio.DatagramTransport | None = None
         self.authority = authority
@@ -220,7 +221,22 @@ class ClientProtocol(QuicConnectionProtocol):
             self._terminated(event)
 
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
-        super().datagram_received(data, addr)
+        """This datagram and up to `READ_BATCH` - 1 more the socket already holds, then one
+        transmit: asyncio reads one datagram a loop turn and aioquic transmits after each, which
+        for a large response cost an acknowledgement pass and a loop turn per datagram."""
+        quic, clock = self.quic, self.loop.time
+        quic.receive_datagram(cast(bytes, data), addr, now=clock())
+        for _ in range(READ_BATCH - 1):
+            try:
+                data, addr = self._socket.recvfrom(DATAGRAM_MAX)
+            except BlockingIOError:  # nothing more queued
+                break
+            except OSError as exc:  # as the transport would have: an ICMP error, say
+                self.error_received(exc)
+                break
+            quic.receive_datagram(data, addr, now=clock())
+        self._process_events()
+        self.transmit()
         close = quicadapter.close_event(self.quic)
         if close is not None:
             self._terminated(close)

@@ -84,6 +84,8 @@ async def _state(client: Client, target: MarkURL, path: str) -> plans.State | No
     result = await client.fetch(target.with_path(path))
     if result.status == Status.ARCHIVED:
         return plans.State(0, "", archived=True)
+    if result.status not in (Status.OK, Status.NOT_FOUND):
+        result.raise_for_status()  # what the server holds is unknown: planning would guess
     version, digest = result.version, result.meta.get("content-hash")
     if result.status != Status.OK or version is None or digest is None:
         return None  # not a document after all (gone meanwhile): the write will say

@@ -117,12 +117,23 @@ class Dispatcher:
         else:
             verb = request.verb
             path, reply = self._route(request)
+            if self._publisher(request, path, reply):
+                peer.writer()
         if isinstance(reply, _VALUES):
             return self._emit(reply, verb, path, started, peer.host)
         if isinstance(reply, LongResponse):
             log_request(verb, path, st.Status.OK, (time.perf_counter() - started) * 1000, peer.host)
             return reply
         return self._later(reply, verb, path, started, peer.host)
+
+    def _publisher(self, request: wire.Request, path: str, reply: Reply | LongResponse) -> bool:
+        """Whether the request shows that its connection holds a publish token (SPEC §1.3): a
+        write past the write gate (only then is its reply awaited), or another request whose
+        token grants publish on its path (an import's reads before its first write)."""
+        if request.verb in _WRITES:
+            return not isinstance(reply, _VALUES)
+        token = request.meta.get("auth", "")
+        return bool(token) and self.ctx.can_publish(path, token)
 
     def respond(
         self, request: wire.Request

@@ -33,6 +33,7 @@ there, not in production.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -42,6 +43,8 @@ from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
+
+from markproto.protocol.limits import DATAGRAM_MAX, READ_BATCH
 
 
 class _Gated(Limit):
@@ -95,7 +98,12 @@ class Credit(_Gated):
 class Window(_Gated):
     """The connection's receive window: never more than ``ahead`` bytes beyond what the peer
     sent, and grown only as ``widen`` grants (all, part or none of it). ``starved`` says the last
-    growth was not granted in full (aioquic asks again each time it transmits)."""
+    growth was not granted in full (aioquic asks again each time it transmits).
+
+    Once half the window is used aioquic asks at every transmit: granting each ask would put a
+    MAX_DATA frame in a packet of its own for nearly every datagram of an upload. The window
+    grows only when at most half of ``ahead`` is left instead, so one MAX_DATA goes out per
+    ``ahead / 2`` bytes received."""
 
     def __init__(self, base: Limit, widen: Callable[[int], int], ahead: int) -> None:
         self._widen = widen
@@ -104,6 +112,8 @@ class Window(_Gated):
         super().__init__(base)
 
     def _grow(self, value: int) -> int:
+        if not self.starved and self._value - self.used > self._ahead // 2:
+            return self._value
         wanted = min(value, max(self._value, self.used + self._ahead)) - self._value
         if wanted <= 0:
             return self._value
@@ -116,8 +126,9 @@ class Connection(QuicConnectionProtocol):
     """One connection, with a fixed stream credit whose re-grants can be held back and a receive
     window whose growth `widen` decides."""
 
-    def __init__(self, quic: QuicConnection, *, credit: int, window: int) -> None:
+    def __init__(self, quic: QuicConnection, *, credit: int, window: int, batch: Batch) -> None:
         super().__init__(quic)
+        self._batch = batch
         limit = quic._local_max_streams_bidi
         limit.value = limit.sent = credit
         self._credit = quic._local_max_streams_bidi = Credit(limit)
@@ -135,11 +146,18 @@ class Connection(QuicConnectionProtocol):
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         self._quic.receive_datagram(cast(bytes, data), addr, now=self._loop.time())
         self._process_events()
+        if self._batch.reading:
+            self._batch.touched[self] = None
+        else:
+            self.flush()
+
+    def flush(self) -> None:
+        """The datagrams read were handled: act on them, then transmit once for all of them."""
         self.received()
         self.transmit()
 
     def received(self) -> None:
-        """A datagram's events were handled; what is sent now leaves with its acknowledgements."""
+        """Datagrams' events were handled; what is sent now leaves with their acknowledgements."""
 
     def hold_credit(self) -> None:
         """Do not re-grant the next stream that finishes."""
@@ -191,6 +209,19 @@ class Connection(QuicConnectionProtocol):
                 handle.cancel()
 
 
+class Batch:
+    """The connections that datagrams read in one go were for, each to transmit once after."""
+
+    def __init__(self) -> None:
+        self.reading = False
+        self.touched: dict[Connection, None] = {}
+
+    def take(self) -> list[Connection]:
+        touched = list(self.touched)
+        self.touched.clear()
+        return touched
+
+
 class Listener(QuicServer):
     """The listening socket and its connection table."""
 
@@ -198,8 +229,35 @@ class Listener(QuicServer):
         self,
         configuration: QuicConfiguration,
         create_protocol: Callable[..., QuicConnectionProtocol],
+        sock: socket.socket,
     ) -> None:
         super().__init__(configuration=configuration, create_protocol=create_protocol)
+        self._socket = sock
+        self.batch = Batch()
+
+    def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
+        """This datagram and up to `READ_BATCH` - 1 more already queued on the socket, handled
+        before any connection transmits (once each)."""
+        self.batch.reading = True
+        try:
+            self.arrived(data, addr)
+            for _ in range(READ_BATCH - 1):
+                try:
+                    data, addr = self._socket.recvfrom(DATAGRAM_MAX)
+                except BlockingIOError:  # nothing more queued
+                    break
+                except OSError as exc:  # as the transport would have: an ICMP error, say
+                    self.error_received(exc)
+                    break
+                self.arrived(data, addr)
+        finally:
+            self.batch.reading = False
+        for conn in self.batch.take():
+            conn.flush()
+
+    def arrived(self, data: bytes | str, addr: NetworkAddress) -> None:
+        """One datagram: to its connection (or a new one), which transmits after the batch."""
+        super().datagram_received(data, addr)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

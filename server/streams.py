@@ -196,6 +196,8 @@ class Source:
         """A new stream of ``streams``: spend a token, or the one its credit was given back for.
         False when there is none. Either way but the first, the stream's credit is held back
         (`RequestStreams.holds`): a source over its rate gets a stream only for a token."""
+        if streams.trusted:
+            return True
         if streams.prepaid:
             streams.prepaid -= 1
         elif self._allow is None or self._allow(now):
@@ -260,6 +262,13 @@ class RequestStreams:
         """New streams already paid for: the credit given back for each cost a token."""
         self.holds = 0
         """Streams whose credit is to be held back when they finish (`take_holds`)."""
+        self.trusted = False
+        """A request of this connection showed a publish token (`trust`): its new streams and
+        request bytes no longer wait for its source's rate limiter and upload bucket."""
+
+    def trust(self) -> None:
+        """This connection holds a write token: the rates of its address no longer apply."""
+        self.trusted = True
 
     @property
     def busy(self) -> bool:

@@ -30,10 +30,10 @@ import logging
 import socket
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from os import PathLike
-from typing import Any, NamedTuple
+from typing import Any
 
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import NetworkAddress, QuicConnection
@@ -99,19 +99,28 @@ _SOCKET_BUFFER = 4 << 20
 _DRAIN_POLL = 0.02
 
 
-class Peer(NamedTuple):
-    """The remote address of a request."""
+def _nobody() -> None:
+    """A `Peer.writer` that trusts no one (a request made outside a connection)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """The remote address of a request, and how to say its connection holds a write token."""
 
     host: str
     port: int
+    writer: Callable[[], None] = field(default=_nobody, compare=False, repr=False)
+    """Called when a request showed a publish token (a write past the write gate, or a read
+    whose token may publish its path): from then on the connection is the token holder's, and
+    the address's request and upload rates no longer apply to it (SPEC §1.3)."""
 
     @classmethod
-    def from_address(cls, addr: NetworkAddress) -> Peer:
+    def from_address(cls, addr: NetworkAddress, writer: Callable[[], None] = _nobody) -> Peer:
         """``::ffff:1.2.3.4`` (IPv4-mapped) becomes ``1.2.3.4``: per-IP limits key on the client."""
         host: str = addr[0]
         if host.startswith("::ffff:") and "." in host:
             host = host[7:]
-        return cls(host, addr[1])
+        return cls(host, addr[1], writer)
 
 
 Handler = Callable[[bytes, Peer], bytes | Awaitable[bytes] | LongResponse]
@@ -160,7 +169,7 @@ class MarkConnection(quicadapter.Connection):
     def __init__(
         self, quic: QuicConnection, *, server: MarkServer, streams: RequestStreams, peer: Peer
     ) -> None:
-        super().__init__(quic, credit=server.max_streams, window=RECEIVE_WINDOW)
+        super().__init__(quic, credit=server.max_streams, window=RECEIVE_WINDOW, batch=server.batch)
         self._server = server
         self._handler = server.handler
         self._responses = server.responses
@@ -169,7 +178,7 @@ class MarkConnection(quicadapter.Connection):
         self._long: dict[int, LongResponse] = {}
         self._waking: set[int] = set()
         self._addr: NetworkAddress = None
-        self._peer = peer
+        self._peer = Peer(peer.host, peer.port, streams.trust)
         self.closing = False
 
     @property
@@ -184,7 +193,7 @@ class MarkConnection(quicadapter.Connection):
     def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
         if addr != self._addr:
             self._addr = addr
-            self._peer = Peer.from_address(addr)
+            self._peer = Peer.from_address(addr, self._streams.trust)
         super().datagram_received(data, addr)
         if self._waking:
             self._wake()
@@ -193,6 +202,8 @@ class MarkConnection(quicadapter.Connection):
         self._server.turn()
 
     def widen(self, wanted: int) -> int:
+        if self._streams.trusted:
+            return wanted
         granted = self.source.upload(wanted, self.loop.time())
         if granted < wanted:
             self._server.owed()
@@ -218,9 +229,10 @@ class MarkConnection(quicadapter.Connection):
             if cancel is not None:
                 self._carry_out(cancel)
         elif isinstance(event, HandshakeCompleted):
-            log.debug("connection from %s:%d", *self._peer)
+            log.debug("connection from %s:%d", self._peer.host, self._peer.port)
         elif isinstance(event, ConnectionTerminated):
-            log.debug("connection from %s:%d ended: %s", *self._peer, event.reason_phrase)
+            peer = self._peer
+            log.debug("connection from %s:%d ended: %s", peer.host, peer.port, event.reason_phrase)
             self._teardown()
 
     @property
@@ -415,6 +427,7 @@ class MarkServer(quicadapter.Listener):
         handler: Handler,
         configuration: QuicConfiguration,
         responses: Responses,
+        sock: socket.socket,
         *,
         max_request: int,
         max_streams: int,
@@ -425,7 +438,7 @@ class MarkServer(quicadapter.Listener):
         upload_rate: float = DEFAULT_UPLOAD_RATE,
         upload_burst: int = DEFAULT_UPLOAD_BURST,
     ) -> None:
-        super().__init__(configuration, self._connect)
+        super().__init__(configuration, self._connect, sock)
         self._uploads = (upload_rate, upload_burst)
         self.handler = handler
         self.responses = responses
@@ -527,11 +540,11 @@ class MarkServer(quicadapter.Listener):
             conn.shut()
         self.close_socket()
 
-    def datagram_received(self, data: bytes | str, addr: NetworkAddress) -> None:
+    def arrived(self, data: bytes | str, addr: NetworkAddress) -> None:
         if self.draining and not (isinstance(data, bytes) and self.knows(data)):
             return
         self._arriving = addr
-        super().datagram_received(data, addr)
+        super().arrived(data, addr)
 
     def log_refusals(self) -> None:
         """One INFO record of the streams refused for their rate since the last call (a flood
@@ -597,7 +610,7 @@ class MarkServer(quicadapter.Listener):
         for conn in given:
             conn.transmit_soon()
         for conn, source in self._connections.items():
-            if conn.starved and source.may_upload(now):
+            if conn.starved and (conn.streams.trusted or source.may_upload(now)):
                 conn.transmit()  # asks for its window again
             owed = owed or conn.starved
         if owed:
@@ -685,6 +698,7 @@ async def serve(
                 handler,
                 configuration,
                 responses,
+                sock,
                 max_request=max_request,
                 max_streams=max_streams,
                 request_timeout=request_timeout,

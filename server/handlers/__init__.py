@@ -57,6 +57,13 @@ class Context:
         """Write auth on ``path`` (every write needs ``publish``); a refusal is logged."""
         return self._decide(token, path, grantrules.PUBLISH, False)
 
+    def can_publish(self, path: str, token: str) -> bool:
+        """Whether ``token`` may write ``path`` (asked silently: a read that shows it)."""
+        return (
+            self.grants is not None
+            and self._decide(token, path, grantrules.PUBLISH, True) is grantrules.Decision.ALLOW
+        )
+
     def can_read(self, path: str, token: str) -> bool:
         """The silent filter for LIST entries and LOOKUP rows."""
         return self.read_decision(path, token, quiet=True) is grantrules.Decision.ALLOW

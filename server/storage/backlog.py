@@ -6,7 +6,10 @@ pays it before its answer, as always. During a burst (a write comes back while o
 in flight, as an import's pipelined PUBLISHes do) the work is held here instead, so each write
 is answered once it is durable. It is done once no write has come back for `PAUSE`, at once for
 a reader that needs the indexes (`caught_up`, which every LOOKUP awaits first), or without
-waiting for a pause once `MAX_BYTES` of bodies are held.
+waiting for a pause once `MAX_BYTES` of bodies are held. It gives way to writes again: when
+writes are in flight once more, catching up stops after the document under way until the next
+pause (unless a reader waits or `MAX_BYTES` are held), so an import that pauses for a moment is
+not slowed by the work it held back.
 
 Catching up runs the index changes one at a time on the backlog's own thread, so the event loop
 keeps serving FETCH, LIST and the rest between them (the interpreter hands it the lock every few
@@ -117,6 +120,10 @@ class Backlog:
         loop = asyncio.get_running_loop()
         try:
             while self._held:
+                if self._busy() and not self._waiters and self._bytes < MAX_BYTES:
+                    # writes are back: they go first, and the rest waits for the next pause
+                    self._timer = loop.call_later(PAUSE, self._pause)
+                    break
                 change, size = self._held.pop(next(iter(self._held)))
                 self._bytes -= size
                 await loop.run_in_executor(self._thread, self._apply, change)

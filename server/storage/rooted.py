@@ -20,8 +20,9 @@ import errno
 import logging
 import os
 import stat
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -49,29 +50,71 @@ class Root:
             raise NotADirectoryError(f"content root {path} is not a directory") from exc
         self._close = weakref.finalize(self, os.close, self.fd)
         self._refused: set[str] = set()
+        self._holder: int | None = None
+        """The thread holding its folders open (`holding`), and them, by path."""
+        self._held: dict[str, int] = {}
 
     def close(self) -> None:
         self._close()
 
     def folder(self, parts: Sequence[str]) -> Folder | None:
         """The real folder ``root/parts[0]/...``; None when one is missing or not a real folder."""
-        folder = Folder(self, "", os.dup(self.fd))
-        for part in parts:
-            with folder:
-                child = folder.child(part)
-            if child is None:
-                return None
-            folder = child
-        return folder
+        return self._walk(parts, Folder.child)
 
     def make(self, parts: Sequence[str], *, sync: bool = True) -> Folder:
         """`folder`, making the missing folders on the way (fsyncing each parent unless
         ``sync`` is false: a group commit syncs them all at once); a link or a file in the way
         raises."""
-        folder = Folder(self, "", os.dup(self.fd))
-        for part in parts:
+        folder = self._walk(parts, lambda parent, part: parent.make(part, sync=sync))
+        assert folder is not None
+        return folder
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Keep the folders this thread opens open until the end: a batch of writes walks the
+        same few folders from the root again and again (about 30 opens and closes a write,
+        each of which hands the interpreter's lock to the event loop for up to a switch
+        interval). A held folder's descriptor names the folder it was opened as, whatever is
+        renamed or linked meanwhile, as any open folder's does; other threads open their own."""
+        if self._holder is not None:
+            yield
+            return
+        self._holder, self._held = threading.get_ident(), {}
+        try:
+            yield
+        finally:
+            held, self._held, self._holder = self._held, {}, None
+            for fd in held.values():
+                os.close(fd)
+
+    def _walk(
+        self, parts: Sequence[str], step: Callable[[Folder, str], Folder | None]
+    ) -> Folder | None:
+        """``parts`` opened one at a time by ``step``, from the deepest folder held (`holding`)
+        on the way, else from the root."""
+        held = self._held if self._holder == threading.get_ident() else None
+        start, fd = 0, None
+        if held:
+            for start in range(len(parts), 0, -1):
+                fd = held.get("/".join(parts[:start]))
+                if fd is not None:
+                    break
+            else:
+                start = 0
+        if fd is None:
+            folder = Folder(self, "", self.fd if held is not None else os.dup(self.fd))
+            folder.owned = held is None
+        else:
+            folder = Folder(self, "/".join(parts[:start]), fd)
+            folder.owned = False
+        for part in parts[start:]:
             with folder:
-                child = folder.make(part, sync=sync)
+                child = step(folder, part)
+            if child is None:
+                return None
+            if held is not None:
+                held[child.path] = child.fd
+                child.owned = False
             folder = child
         return folder
 
@@ -100,13 +143,15 @@ class Root:
 class Folder:
     """One open real folder below the root; a context manager that closes it."""
 
-    __slots__ = ("fd", "path", "root")
+    __slots__ = ("fd", "owned", "path", "root")
 
     def __init__(self, root: Root, path: str, fd: int) -> None:
         self.root = root
         self.path = path
         """Relative to the root ("" for the root itself)."""
         self.fd = fd
+        self.owned = True
+        """Closed on exit; a folder the root holds (`Root.holding`) is not."""
 
     def __enter__(self) -> Folder:
         return self
@@ -114,7 +159,8 @@ class Folder:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        os.close(self.fd)
+        if self.owned:
+            os.close(self.fd)
 
     def name(self, entry: str) -> str:
         """An entry's name relative to the root."""

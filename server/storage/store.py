@@ -175,8 +175,9 @@ class Store:
         back their pointer swaps; the exit makes all of them durable with one filesystem sync,
         then swaps the pointers, then syncs again. A crash before the swaps leaves files no
         pointer names (recovery removes them), so a write is still current only once durable.
-        A second write to a path the batch holds commits what came before it first."""
-        with self.exclusive():
+        A second write to a path the batch holds commits what came before it first. The
+        folders the batch walks are held open until its end (`Root.holding`)."""
+        with self.exclusive(), self.root.holding():
             if self._pending is not None:
                 yield
                 return
@@ -278,7 +279,11 @@ class Store:
         dirs, name = split_doc_path(path)
         if any(durable.TMP_NAME.match(part) for part in (*dirs, name)):
             return Collision(status.temporary_name(path))
-        folder = self.root.folder(())
+        folder = self.root.folder(dirs)  # every one a real folder: nothing in the way above
+        if folder is not None:
+            with folder:
+                return self._foreign(folder, path, name)
+        folder = self.root.folder(())  # which step is in the way, and how
         assert folder is not None
         walked = ""
         for part in dirs:

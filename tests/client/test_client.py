@@ -79,6 +79,22 @@ async def writer(server: RunningServer, tmp_path: Path) -> AsyncIterator[Client]
         yield client
 
 
+async def test_a_rate_limited_answer_is_asked_again_until_the_bucket_refills(
+    tmp_path: Path,
+) -> None:
+    """``rate-limited`` means the server did nothing with the request: the client waits and asks
+    again (an export of thousands of documents must not lose the ones that met an empty bucket),
+    for ``rate_wait`` seconds at most."""
+    async with running_server(tmp_path / "root", rate_limit=20.0, rate_burst=2) as srv:
+        async with make_client(srv, tmp_path, token=None) as patient:
+            results = [await patient.fetch(f"{srv.url}/health") for _ in range(6)]
+        async with make_client(srv, tmp_path, token=None) as hasty:
+            hasty.rate_wait = 0.0
+            statuses = {(await hasty.fetch(f"{srv.url}/health")).status for _ in range(6)}
+    assert [r.status for r in results] == ["ok"] * 6
+    assert "rate-limited" in statuses
+
+
 async def test_write_and_read_verbs(writer: Client) -> None:
     created = await writer.publish("/docs/a.md", DOC, expected_version=0, meta={"tags": "x, y"})
     assert (created.status, created.version, created.ok) == ("created", 1, True)

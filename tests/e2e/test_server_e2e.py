@@ -231,6 +231,66 @@ async def test_a_client_over_its_rate_gets_the_rate_limited_answer(tmp_path: Pat
     assert answers[2] == limited
 
 
+async def test_a_connection_whose_write_passed_the_gate_is_not_held_to_its_address_rate(
+    tmp_path: Path,
+) -> None:
+    """An import from the operator's token is not throttled like anonymous traffic (SPEC §1.3):
+    after one accepted write its connection's requests skip the address's bucket, while another
+    connection from the same address, and a write the gate refuses, still spend it."""
+    async with running_server(tmp_path / "root", rate_limit=0.001, rate_burst=3) as server:
+        writer = await connect("127.0.0.1", server.port, cafile=server.cert)
+        other = await connect("127.0.0.1", server.port, cafile=server.cert)
+        try:
+
+            async def publish(client: Remote, n: int, token: str) -> str:
+                meta = {"auth": token} if token else {}
+                req = wire.Request("PUBLISH", f"/bulk/{n}.md", meta, b"# Page %d\n" % n)
+                return wire.parse_response(await client.request(wire.emit_request(req))).status
+
+            refused = await publish(writer, 0, "not-a-token")
+            first = await publish(writer, 1, WRITE_TOKEN)
+            rest = await asyncio.gather(*(publish(writer, n, WRITE_TOKEN) for n in range(2, 40)))
+            anonymous = [await publish(other, 99, "") for _ in range(2)]
+        finally:
+            writer.hang_up()
+            other.hang_up()
+    assert (refused, first) == ("unauthorized", "created")
+    assert rest == ["created"] * 38
+    # the refused write, the first accepted one and the other connection's first spent the burst
+    assert anonymous == ["unauthorized", "rate-limited"]
+
+
+async def test_a_read_whose_token_grants_publish_exempts_its_connection_too(tmp_path: Path) -> None:
+    """An import's reads (LIST, a FETCH a document) come before its first write: a token that
+    may publish the path read shows the same holder."""
+    async with running_server(tmp_path / "root", rate_limit=0.001, rate_burst=2) as server:
+        reader = await connect("127.0.0.1", server.port, cafile=server.cert)
+        try:
+
+            async def fetch(n: int, token: str) -> str:
+                req = wire.Request("FETCH", f"/bulk/{n}.md", {"auth": token}, b"")
+                return wire.parse_response(await reader.request(wire.emit_request(req))).status
+
+            first = await fetch(0, WRITE_TOKEN)
+            rest = await asyncio.gather(*(fetch(n, WRITE_TOKEN) for n in range(1, 40)))
+        finally:
+            reader.hang_up()
+        other = await connect("127.0.0.1", server.port, cafile=server.cert)
+        try:
+            anonymous = [await fetch_with(other, "") for _ in range(2)]
+        finally:
+            other.hang_up()
+    assert first == "not-found"
+    assert rest == ["not-found"] * 39
+    assert anonymous == ["not-found", "rate-limited"]
+
+
+async def fetch_with(client: Remote, token: str) -> str:
+    meta = {"auth": token} if token else {}
+    req = wire.Request("FETCH", "/bulk/none.md", meta, b"")
+    return wire.parse_response(await client.request(wire.emit_request(req))).status
+
+
 async def test_a_token_added_to_the_file_works_on_its_first_request(
     server: RunningServer, ask: Ask, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -18,7 +18,7 @@ from markproto.server.handlers import Context
 from markproto.server.search.service import Lookup
 from markproto.server.storage import backlog
 from markproto.server.storage.content import INLINE_INDEX_MAX, Content
-from markproto.server.storage.store import Written
+from markproto.server.storage.store import Version, Written
 
 BURST = 24
 
@@ -75,6 +75,48 @@ async def test_a_burst_is_indexed_once_writes_pause(
             break
         await asyncio.sleep(0.02)
     assert len(lookup.catalog) == BURST
+
+
+async def test_catching_up_gives_way_to_writes_and_a_lookup_still_sees_all(
+    served: tuple[Content, Lookup], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held index work runs in pauses: once writes are in flight again it stops between
+    documents (an import is not slowed by the work it held back), yet a LOOKUP then waits for
+    all of it."""
+    monkeypatch.setattr(backlog, "PAUSE", 0.05)
+    content, lookup = served
+    await burst(content)
+    applied: list[str] = []
+    real = lookup.put
+    writes: list[asyncio.Task[object]] = []
+
+    during: list[str] = []
+
+    def slow(version: Version) -> None:
+        applied.append(version.path)
+        if any(not write.done() for write in writes):
+            during.append(version.path)
+        if len(applied) == 2:  # a second burst starts while the first is being caught up
+            loop.call_soon_threadsafe(
+                lambda: writes.extend(
+                    asyncio.ensure_future(content.publish(f"/c/{n}.md", b"# Papaya\n", {}, 0))
+                    for n in range(BURST)
+                )
+            )
+        real(version)
+
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(lookup, "put", slow)
+    for _ in range(100):
+        if writes:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*writes)
+    assert len(during) <= 1  # stopped for the writes (at most the one under way went on)
+    found = await ask(
+        Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="papaya", limit="100"
+    )
+    assert len(bodies.parse_lookup(found.body)) == 2 * BURST
 
 
 async def test_a_lone_write_is_indexed_before_its_answer(served: tuple[Content, Lookup]) -> None:

@@ -235,6 +235,36 @@ def test_a_batch_commits_before_a_second_write_to_the_same_path(store: Store) ->
     assert numbers(store, "/a.md") == [3]
 
 
+def test_a_batch_opens_each_folder_once_and_a_link_swapped_in_meanwhile_is_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folders a batch walks stay open until its end (one open each, not one per step of
+    every write); a folder replaced by a link to outside the root meanwhile is not followed: the
+    batch's later writes land in the real folder it opened, and the outside is untouched."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    store = Store(root)
+    opened: list[str] = []
+    real_open = os.open
+    monkeypatch.setattr(
+        os, "open", lambda name, *a, **k: (opened.append(str(name)), real_open(name, *a, **k))[1]
+    )
+    with store.batch():
+        written(store.publish("/team/notes/0.md", b"x", {}, expected=0))  # makes the folders
+        opened.clear()
+        for n in range(1, 10):
+            written(store.publish(f"/team/notes/{n}.md", b"x", {}, expected=0))
+        assert {"team", "notes"}.isdisjoint(opened)
+        os.rename(root / "team", root / "moved")
+        os.symlink(outside, root / "team")
+        written(store.publish("/team/notes/late.md", b"late", {}, expected=0))
+    assert list(outside.iterdir()) == []
+    assert (root / "moved/notes/late.md").is_symlink()
+    assert store.load("/team/notes/0.md") is None  # a link in the way is refused from now on
+    assert store.load("/moved/notes/late.md") is not None
+
+
 def test_adopt_makes_a_plain_file_version_one_in_place(store: Store, tmp_path: Path) -> None:
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes/a.md").write_bytes(b"# A\n")
