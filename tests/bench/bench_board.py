@@ -612,9 +612,9 @@ def part1(runs: list[Growth], before: list[Growth]) -> list[str]:
         growth_table,
         "",
         f"Target <= {GROWTH_TARGET}x body bytes: {verdict(worst <= GROWTH_TARGET)} (worst cell"
-        f" {worst:.2f}x). The full-build peak counts the index worker processes"
-        " (`MARK_INDEX_WORKERS`, default 2, each a Python interpreter of tens of MiB), which a"
-        " cgroup's MemoryMax must hold too; they exit when the build ends.",
+        f" {worst:.2f}x). The full-build peak would count index worker processes (each a"
+        " Python interpreter of about 50 MiB, which a cgroup's MemoryMax must hold too), but a"
+        " build starts them only past `build.WORKER_BYTES` (64 MiB) of bodies: none here.",
         "",
         "Where the settled growth of the publish goes, per body byte (the server process, settled"
         " minus a settled empty server's, from inside it: each structure's objects counted once,"
@@ -657,8 +657,10 @@ def splice(parts: dict[str, list[str]], head: list[str]) -> str:
     for key, lines in parts.items():
         blocks[key] = "\n".join(lines).strip()
     measured = ", ".join(sorted(parts))
+    kept = ", ".join(sorted(blocks.keys() - parts.keys()))
+    note = f"; {kept} as an earlier run measured them" if kept else ""
     return "\n".join(
-        [*head, f"Parts measured in this run: {measured}.", ""]
+        [*head, f"Parts measured in this run: {measured}{note}.", ""]
         + [blocks[key] + "\n" for key in sorted(blocks)]
     )
 
