@@ -485,8 +485,8 @@ class Content:
                 removed.append(path)
                 if before is not None and not before.archived:
                     self._tell(_change(before, OP_ARCHIVE))
-            else:
-                self._apply(version)
+            else:  # a large body found on disk is analysed off the loop, as a written one is
+                self._take(version, later=len(version.body) >= INLINE_INDEX_MAX)
                 updated.append(path)
                 change = _scanned(before, version)
                 if change is not None:
