@@ -126,7 +126,7 @@ class App:
         started = time.monotonic()
         size = memory.budget(config.memory_budget)
         shares = memory.Shares.of(size)
-        memory.limit_arenas()  # before the first thread
+        memory.tune()  # before the first thread
         log.info("memory budget", extra={"mib": size >> 20, "source": _budget_source(config)})
         lookup = Lookup()
         lookup.begin_build()  # writes from now on are held until the build swaps its indexes in
@@ -270,12 +270,15 @@ class App:
         await _trim()
 
     async def _trim_after_writes(self) -> None:
-        """Trim the heaps once a run of writes is over (no change for a whole interval)."""
+        """Once a run of writes is over (no change for a whole interval, the index work it held
+        back done), pack the body index's postings and trim the heaps."""
         if self.content is None:
             return
         changes = self.content.changes
-        if changes == self._trim_seen and changes != self._trimmed:
+        if changes == self._trim_seen and changes != self._trimmed and not self.content.indexing:
             self._trimmed = changes
+            if self._lookup is not None and self._lookup.ready:
+                self._lookup.freeze()
             await _trim()
         self._trim_seen = changes
 

@@ -255,7 +255,7 @@ _SETTINGS: dict[str, _Setting] = {
         _at_least(_seconds, 0), "Time between store change scans; 0: none.", "SECONDS"
     ),
     "index_workers": _Setting(
-        _at_least(_int, 0), "Startup indexing processes (~30 MiB each while indexing); 0: none."
+        _at_least(_int, 0), "Indexing processes past 64 MiB of bodies (~50 MiB each); 0: none."
     ),
     "memory_budget": _Setting(
         lambda value: _at_least_size(parse_size(value), value),

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_BUDGET", "Shares", "budget", "cgroup_limit", "limit_arenas", "trim"]
+__all__ = ["DEFAULT_BUDGET", "Shares", "budget", "cgroup_limit", "trim", "tune"]
 
 log = logging.getLogger("markproto.server.memory")
 
@@ -33,8 +33,16 @@ allocates (the event loop, the writer, the build) can otherwise get its own (up 
 and a heap's free memory serves only its own threads. Two, not one, so the build thread does not
 contend with the event loop for one heap's lock (docs/PERFORMANCE.md, "Board budget", says what
 is measured of it and what is not)."""
+MMAP_THRESHOLD = 256 << 10
+"""Blocks this large or larger get pages of their own (``MALLOC_MMAP_THRESHOLD_``), handed back
+to the system as soon as they are freed. glibc's default starts at 128 KiB but rises to the size
+of every such block freed (up to 32 MiB), so after the first large request body the next ones,
+the response buffers and a merge's arrays come from the heap, and stay resident after they are
+freed until a trim: fixed at 256 KiB, the x5 publish peaks 1.7 MiB lower (docs/PERFORMANCE.md,
+"Board budget")."""
 _M_ARENA_MAX = -8
-"""``mallopt``'s parameter number for the arena limit (glibc malloc.h)."""
+_M_MMAP_THRESHOLD = -3
+"""``mallopt``'s parameter numbers for the arena limit and the mmap threshold (malloc.h)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +109,13 @@ def trim() -> None:
         libc.malloc_trim(0)
 
 
-def limit_arenas() -> None:
-    """Limit glibc to ``ARENAS`` heaps, unless ``MALLOC_ARENA_MAX`` says otherwise (call it
-    before the server starts its threads)."""
+def tune() -> None:
+    """Limit glibc to ``ARENAS`` heaps and fix its mmap threshold at ``MMAP_THRESHOLD``, each
+    unless the environment sets it (call it before the server starts its threads)."""
     libc = _libc()
-    if libc is not None and "MALLOC_ARENA_MAX" not in os.environ:
+    if libc is None:
+        return
+    if "MALLOC_ARENA_MAX" not in os.environ:
         libc.mallopt(_M_ARENA_MAX, ARENAS)
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)

@@ -67,7 +67,7 @@ def _answer(query: Query, request: wire.Request, path: str, ctx: Context) -> wir
 
     def load(doc_path: str) -> Version | None:
         current = ctx.content.current(doc_path)
-        return ctx.content.read(current) if current is not None else None
+        return ctx.content.read(current, keep=False) if current is not None else None
 
     rows = lookup.answer(
         query, scope, readable=lambda row_path: ctx.can_read(row_path, token), load=load

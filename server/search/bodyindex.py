@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import add, and_, contains, rshift
+from operator import and_, contains, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
@@ -41,10 +41,10 @@ from markproto.server.search.analysis import (
     Analysis,
     Outline,
     Postings,
-    combine,
     narrow,
 )
 from markproto.server.search.catalog import Entry, SavedEntry
+from markproto.server.search.postings import PostingLists
 from markproto.server.search.text import loose_text, name_length, strip_line
 
 __all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Weights", "snippet"]
@@ -241,7 +241,7 @@ class BodyIndex:
     def __init__(self, weights: Weights | None = None, max_slots: int = MAX_SLOTS) -> None:
         self.weights = weights or Weights()
         self._max_slots = max_slots
-        self._postings: dict[str, array[int]] = {}
+        self._postings = PostingLists()
         self._holders: dict[str, array[int]] = {}
         """Term -> first slots of the documents whose tags or title hold it, ascending."""
         self._docs: dict[int, _Doc] = {}
@@ -265,6 +265,11 @@ class BodyIndex:
     def terms(self) -> int:
         """Distinct terms with postings (the vocabulary never outgrows the live documents)."""
         return len(self._postings)
+
+    def freeze(self) -> None:
+        """Pack every posting into the frozen segment (``postings``): when writes pause, so
+        the index holds no object per term while idle."""
+        self._postings.freeze(self._next_slot)
 
     # -- keeping current ----------------------------------------------------------------------
 
@@ -293,7 +298,9 @@ class BodyIndex:
             start += self._add(entry, content_hash, start, analysis.outline).slots
         self._next_slot = start
         for run in runs:
-            self._extend(run, base)
+            self._postings.extend(run.terms, run.counts, run.entries, base)
+        if self._postings.due():
+            self.freeze()
 
     def _add(self, entry: Entry, content_hash: str, start: int, outline: Outline) -> _Doc:
         """A document's own records from ``start`` (its postings are the caller's)."""
@@ -307,26 +314,6 @@ class BodyIndex:
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
         return doc
-
-    def _extend(self, run: Postings, base: int) -> None:
-        postings, entries = self._postings, run.entries
-        shift = base << FLAG_BITS
-        begin = 0
-        terms = run.terms.split("\n") if run.terms else ()
-        for term, count in zip(terms, run.counts, strict=True):
-            stop = begin + count
-            part = entries[begin:stop]
-            if shift:
-                part = array("I", map(add, part, repeat(shift)))
-            found = postings.get(term)
-            if found is None:
-                postings[term] = part
-            elif found[-1] >> FLAG_BITS == part[0] >> FLAG_BITS:  # a section split by runs
-                found[-1] = combine(found[-1], part[0])
-                found += part[1:]
-            else:
-                found += part
-            begin = stop
 
     def entry(self, path: str) -> Entry | None:
         """The catalog entry of ``path`` as indexed, if it is."""
@@ -346,18 +333,9 @@ class BodyIndex:
             return
         doc = self._docs.pop(start)
         del self._starts[bisect_left(self._starts, start)]
-        low, high = start << FLAG_BITS, (start + doc.slots) << FLAG_BITS
-        postings = self._postings
-        for term in list(postings) if terms is None else terms:
-            found = postings.get(term)
-            if found is None:
-                continue
-            begin = bisect_left(found, low)
-            stop = bisect_left(found, high, begin)
-            if stop - begin == len(found):
-                del postings[term]
-            elif stop > begin:
-                del found[begin:stop]
+        self._postings.remove(start, start + doc.slots, terms)
+        if self._postings.due():
+            self.freeze()
         for term in doc.entry.terms:
             holders = self._holders[term]
             if len(holders) == 1:
@@ -378,11 +356,8 @@ class BodyIndex:
             (doc.entry.saved(), doc.content_hash, doc.start, dataclasses.astuple(doc.outline))
             for doc in self._docs.values()
         ]
-        counts, entries = array("I"), array("I")
-        for found in self._postings.values():
-            counts.append(len(found))
-            entries.extend(found)
-        return docs, "\n".join(self._postings), narrow(counts), entries, self._next_slot
+        terms, counts, entries = self._postings.dump(self._next_slot)
+        return docs, terms, narrow(counts), entries, self._next_slot
 
     def restore(
         self,
@@ -397,10 +372,7 @@ class BodyIndex:
         assert not self._docs, "restore into an empty index"
         for entry, content_hash, start, outline in sorted(docs, key=lambda doc: doc[2]):
             self._add(entry, content_hash, start, outline)
-        begin = 0
-        for term, count in zip(terms.split("\n") if terms else (), counts, strict=True):
-            self._postings[term] = entries[begin : begin + count]
-            begin += count
+        self._postings = PostingLists.restored(terms, counts, entries, next_slot)
         self._next_slot = next_slot
 
     def _compact(self) -> None:
@@ -411,12 +383,7 @@ class BodyIndex:
         for first in old:
             moves.append(first - start)
             start += self._docs[first].slots
-        for term, entries in self._postings.items():
-            out = array("I")
-            for entry in entries:
-                at = bisect_right(old, entry >> FLAG_BITS) - 1
-                out.append(entry - (moves[at] << FLAG_BITS))
-            self._postings[term] = out
+        self._postings.renumber(array("I", old), moves, start)
         for term, holders in self._holders.items():
             self._holders[term] = array("I", (h - moves[bisect_left(old, h)] for h in holders))
         docs = {}
@@ -433,7 +400,7 @@ class BodyIndex:
 
     def rarity(self, terms: Sequence[str]) -> list[float]:
         """Each term's inverse document frequency over the whole index."""
-        return self._idf([self._postings.get(term, _NOBODY) for term in terms])
+        return self._idf([self._postings.get(term) for term in terms])
 
     def _idf(self, lists: Sequence[array[int]]) -> list[float]:
         n = self._sections
@@ -448,7 +415,7 @@ class BodyIndex:
         index's."""
         if not terms:
             return iter(())
-        lists = [self._postings.get(term, _NOBODY) for term in terms]
+        lists = [self._postings.get(term) for term in terms]
         holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
         bare = set.intersection(*holders)
         keys, probed = self._match(lists, holders, bare)

@@ -41,8 +41,11 @@ log = logging.getLogger("markproto.server.search.build")
 
 BATCH_BYTES = 1 << 20
 """Bodies analysed together (one worker task; one append per term)."""
-WORKER_BYTES = 16 << 20
-"""Bodies to analyse before worker processes are worth their start and their memory."""
+WORKER_BYTES = 64 << 20
+"""Bodies analysed on the thread before worker processes start for the rest. A worker is an
+interpreter with the parser imported, about 50 MiB while it runs, so two are worth their memory
+only beside a root whose bodies (and index, about as large) are larger than they are: below
+this a build stays in the server's own memory (tests/bench/run board, part 1's full build)."""
 PROGRESS_SECONDS = 5.0
 STALE_MAX = 64
 """Saved documents no longer current that are removed from a restored index one by one (each
@@ -118,6 +121,7 @@ class _Builder:
         self._analyse(todo)
         if self.cancelled.is_set():
             return None
+        self.bodies.freeze()
         seconds = time.monotonic() - self._started
         log.info(
             "lookup index built",
@@ -156,7 +160,11 @@ class _Builder:
         outlines: dict[str, Outline] = {}
         for doc in saved.docs:
             now = current.get(doc.entry[0])
-            entry = Entry.restored(doc.entry, now.modified if now is not None else _EPOCH)
+            own = doc.entry
+            if now is not None:  # the snapshot's own path and metadata, where they are equal
+                _, title, tags, importance, meta = own
+                own = (now.path, title, tags, importance, now.meta if meta == now.meta else meta)
+            entry = Entry.restored(own, now.modified if now is not None else _EPOCH)
             outline = outlines[entry.path] = Outline(*doc.outline)
             restored.append((entry, doc.content_hash, doc.start, outline))
         self.bodies.restore(restored, saved.terms, saved.counts, saved.entries, saved.next_slot)

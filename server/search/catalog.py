@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 _JOURNAL_DEMOTE = 0.5
+_NONE: frozenset[str] = frozenset()
+"""The one empty set every entry without tags shares (each empty frozenset is 216 bytes)."""
 
 SavedEntry = tuple[str, str, tuple[str, ...], float, dict[str, str]]
 """What ``Entry.restored`` makes an entry from: path, title, tags, importance, metadata."""
@@ -70,11 +72,13 @@ class Entry:
     ) -> Entry:
         """The entry of one version: its publisher metadata completed by its own frontmatter
         where the publisher left ``tags``, ``title``, ``importance`` or ``type`` unset."""
-        effective = dict(meta)
+        fills = {}
         for key, value in facts.frontmatter.items():
-            current = trim_space(effective.get(key, ""))
+            current = trim_space(meta.get(key, ""))
             if not current or (key == "type" and current == metadata.DEFAULT_TYPE):
-                effective[key] = value
+                fills[key] = value
+        # the snapshot's own dict, unless a fallback fills a key (never changed once made)
+        effective = meta if not fills and isinstance(meta, dict) else {**meta, **fills}
         tags = tuple(metadata.split_tags(effective.get("tags", "")))
         from markproto.protocol import document  # with the analysis that made ``facts``
 
@@ -90,6 +94,7 @@ class Entry:
     def restored(cls, saved: SavedEntry, modified: datetime) -> Entry:
         """An entry from ``saved()`` (a saved index) and its version's modified time."""
         path, title, tags, importance, meta = saved
+        title_key = lower(title)
         return cls(
             path=path,
             title=title,
@@ -97,10 +102,10 @@ class Entry:
             importance=importance,
             modified=modified,
             meta=meta,
-            terms=frozenset(word_set((*tags, title))),
+            terms=frozenset(word_set((*tags, title))) or _NONE,
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
-            title_key=lower(title),
-            tag_keys=frozenset(fold(tag) for tag in tags),
+            title_key=title if title_key == title else title_key,
+            tag_keys=frozenset(fold(tag) for tag in tags) if tags else _NONE,
         )
 
     def score(self, terms: Sequence[str]) -> int:

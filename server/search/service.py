@@ -176,6 +176,11 @@ class Lookup:
     def remove(self, path: str) -> None:
         self.settle(Change(path, None, None, None, None))
 
+    def freeze(self) -> None:
+        """Pack what the writes since the last call added (``BodyIndex.freeze``): once they
+        pause, on the thread that changes the indexes."""
+        self.bodies.freeze()
+
     # -- the background build --------------------------------------------------------------------
 
     @property

@@ -16,6 +16,10 @@ keeps serving FETCH, LIST and the rest between them (the interpreter hands it th
 milliseconds, however long one body takes). That is safe because while anything is held or
 being applied, every index change goes through here (``Content`` asks `__bool__`), in order,
 and no reader touches the indexes before `caught_up`: the thread is their only user meanwhile.
+
+A held change keeps no body: a version's is read again from its file (version files never change)
+when the change is applied, so a burst of writes holds a few hundred bytes a document, not its
+bodies.
 """
 
 from __future__ import annotations
@@ -25,16 +29,22 @@ import concurrent.futures
 import logging
 from collections.abc import Callable
 
-from markproto.server.storage.store import Version
+from markproto.server import memory
+from markproto.server.storage.snapshot import CurrentVersion
 
 log = logging.getLogger("markproto.server.storage.backlog")
 
 PAUSE = 0.25
 """Seconds without a write coming back after which held work starts."""
 MAX_BYTES = 32 << 20
-"""Bodies held before catching up starts without waiting for a pause."""
+"""Bodies behind the held changes before catching up starts without waiting for a pause (what a
+LOOKUP may have to wait for)."""
 
-Change = Version | str
+TRIM_BYTES = 256 << 10
+"""A body this large leaves megabytes of freed analysis behind: the heaps are trimmed after its
+index change, not only once the writes pause (the x5 publish peaks lower by it)."""
+
+Change = CurrentVersion | str
 """An index change: a version to put (or remove, when archived), or the path of one gone."""
 
 
@@ -46,7 +56,8 @@ class Backlog:
         """Make one change to every index (run on the backlog's thread)."""
         self._busy = busy
         """True while writes are in flight."""
-        self._held: dict[str, Change] = {}
+        self._held: dict[str, tuple[Change, int]] = {}
+        """Path -> its change and the size of its body."""
         self._bytes = 0
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -58,11 +69,12 @@ class Backlog:
         """True while changes are held or being applied: every index change must come here."""
         return bool(self._held) or self._task is not None
 
-    def hold(self, change: Change) -> None:
-        """Hold an index change, replacing any held for the same path (it is older)."""
+    def hold(self, change: Change, size: int = 0) -> None:
+        """Hold an index change (its body ``size`` bytes), replacing any held for the same path
+        (it is older)."""
         path = change if isinstance(change, str) else change.path
-        self._bytes += _size(change) - _size(self._held.pop(path, None))
-        self._held[path] = change
+        self._bytes += size - self._held.pop(path, (path, 0))[1]
+        self._held[path] = change, size
         loop = asyncio.get_running_loop()
         self._last = loop.time()
         if self._bytes >= MAX_BYTES:
@@ -112,9 +124,11 @@ class Backlog:
                     # writes are back: they go first, and the rest waits for the next pause
                     self._timer = loop.call_later(PAUSE, self._pause)
                     break
-                change = self._held.pop(next(iter(self._held)))
-                self._bytes -= _size(change)
+                change, size = self._held.pop(next(iter(self._held)))
+                self._bytes -= size
                 await loop.run_in_executor(self._thread, self._apply, change)
+                if size >= TRIM_BYTES:
+                    await loop.run_in_executor(self._thread, memory.trim)
         except Exception:
             log.exception("index catch-up failed; LOOKUP may miss documents until a restart")
             self._held.clear()
@@ -125,7 +139,3 @@ class Backlog:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-
-
-def _size(change: Change | None) -> int:
-    return len(change.body) if isinstance(change, Version) else 0

@@ -208,8 +208,9 @@ class Content:
         """The paths whose current, non-archived version has this content-hash, sorted."""
         return self._snapshot.resolve_hash(digest)
 
-    def read(self, current: CurrentVersion) -> Version | None:
-        """The current version in full (cached)."""
+    def read(self, current: CurrentVersion, *, keep: bool = True) -> Version | None:
+        """The current version in full, from the cache; read, it is kept there unless ``keep``
+        is false (a LOOKUP reads a body for one snippet: that does not make it worth memory)."""
         version = self._cache.get(current.file)
         if version is None:
             # The snapshot's file, not the pointer's: until a change scan, the snapshot is what
@@ -217,7 +218,8 @@ class Content:
             version = self._store.load_file(current.path, current.number, current.file)
             if version is None:
                 return None
-            self._cache.put(version)
+            if keep:
+                self._cache.put(version)
         if version.archived != current.archived:
             version = dataclasses.replace(version, archived=current.archived)
         return version
@@ -382,14 +384,22 @@ class Content:
         """Into the snapshot now; into the indexes now, or held by the backlog when ``later``
         or when work is held already (changes reach the indexes in order)."""
         self.changes += 1
-        self._snapshot.put(CurrentVersion.of(version))
+        current = CurrentVersion.of(version)
+        self._snapshot.put(current)
         if later or self._backlog:
-            self._backlog.hold(version)
+            self._backlog.hold(current, len(version.body))  # the body is read again then
         else:
             self._change_indexes(version)
 
-    def _change_indexes(self, change: Version | str) -> None:
-        """Put a version into every index (remove it, when archived), or remove a path gone."""
+    def _change_indexes(self, change: Version | CurrentVersion | str) -> None:
+        """Put a version into every index (remove it, when archived), or remove a path gone. A
+        held version (no body) is read again from its file first (on the backlog's thread)."""
+        if isinstance(change, CurrentVersion):
+            version = None if change.archived else self.load(change)
+            # archived, or unreadable now (logged): out of the indexes
+            change = (
+                change.path if version is None else dataclasses.replace(version, archived=False)
+            )
         for index in self.indexes:
             if isinstance(change, str):
                 index.remove(change)
@@ -475,8 +485,8 @@ class Content:
                 removed.append(path)
                 if before is not None and not before.archived:
                     self._tell(_change(before, OP_ARCHIVE))
-            else:
-                self._apply(version)
+            else:  # a large body found on disk is analysed off the loop, as a written one is
+                self._take(version, later=len(version.body) >= INLINE_INDEX_MAX)
                 updated.append(path)
                 change = _scanned(before, version)
                 if change is not None:

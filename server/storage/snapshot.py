@@ -64,7 +64,9 @@ class Snapshot:
 
     def __init__(self) -> None:
         self.docs: dict[str, CurrentVersion] = {}
-        self.by_hash: dict[str, set[str]] = {}
+        self.by_hash: dict[str, str | set[str]] = {}
+        """Content hash -> the path of the live document holding it, or the paths when several
+        do (a set each would cost 216 bytes a document)."""
         self._dirs: dict[str, _Dir] = {"/": _Dir()}
 
     # -- queries ----------------------------------------------------------------------------------
@@ -77,7 +79,8 @@ class Snapshot:
 
     def resolve_hash(self, digest: str) -> list[str]:
         """The paths whose current, non-archived version has this content-hash, sorted."""
-        return sorted(self.by_hash.get(digest, ()))
+        held = self.by_hash.get(digest, ())
+        return [held] if isinstance(held, str) else sorted(held)
 
     def children(self, path: str, include_archived: bool) -> list[Child]:
         """A folder's visible entries in byte order of name (LIST and directory FETCH)."""
@@ -118,7 +121,11 @@ class Snapshot:
         self.docs[doc.path] = doc
         self._count(doc, +1)
         if not doc.archived:
-            self.by_hash.setdefault(doc.content_hash, set()).add(doc.path)
+            held = self.by_hash.setdefault(doc.content_hash, doc.path)
+            if isinstance(held, set):
+                held.add(doc.path)
+            elif held != doc.path:
+                self.by_hash[doc.content_hash] = {held, doc.path}
         return old
 
     def remove(self, path: str) -> CurrentVersion | None:
@@ -145,11 +152,13 @@ class Snapshot:
         return list(self._dirs)
 
     def _unhash(self, doc: CurrentVersion) -> None:
-        holders = self.by_hash.get(doc.content_hash)
-        if holders is not None:
-            holders.discard(doc.path)
-            if not holders:
-                del self.by_hash[doc.content_hash]
+        held = self.by_hash.get(doc.content_hash)
+        if held == doc.path:
+            del self.by_hash[doc.content_hash]
+        elif isinstance(held, set):
+            held.discard(doc.path)
+            if len(held) == 1:
+                self.by_hash[doc.content_hash] = held.pop()
 
     def _count(self, doc: CurrentVersion, sign: int) -> None:
         path = doc.path

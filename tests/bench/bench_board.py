@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import perfkit
 from bench_footprint import memory
@@ -43,14 +45,16 @@ from markproto.server import devcert
 
 TOKEN = "bench-board-token"
 GROWTH_TARGET, P99_TARGET_MS, START_TARGET, READY_TARGET = 1.5, 50.0, 1.3, 8.0
-SETTLE_S = 5.0
-"""Long enough for the server's trim (two quiet 2 s intervals after the last write)."""
+SETTLE_S = 8.0
+"""Long enough for the server's trim (two quiet 2 s intervals after the last write and the
+index work it held back) to have happened."""
 NO_ALLOCATOR_SETTINGS = {  # glibc defaults: neither call has a setting that turns it off
-    "markproto.server.memory.limit_arenas": os.getpid,
+    "markproto.server.memory.tune": os.getpid,
     "markproto.server.memory.trim": os.getpid,
 }
 NO_TRIM = {"markproto.server.memory.trim": os.getpid}
 BUILT = re.compile(r"lookup index built.*?mb=([\d.]+) seconds=([\d.]+)")
+PARTS = ("1", "2", "3", "4", "5")
 
 
 def corpus() -> Path | None:
@@ -160,6 +164,8 @@ class Growth:
     settled: int
     restored: Restart | None = None
     built: Restart | None = None
+    parts: dict[str, int] | None = None
+    """Where the settled growth went (``attribution``, settled minus empty), bytes."""
 
 
 def index_ready(server: perfkit.Child) -> tuple[float, float]:
@@ -206,13 +212,21 @@ def restart(root: Path, state: Path, tokens: Path, path: str) -> Restart:
     return Restart(max(peak[0], hwm), rest, fetched, ready)
 
 
-def growth_run(base: Path, docs: list[tuple[str, bytes]], copies: int, in_flight: int) -> Growth:
+def growth_run(
+    base: Path,
+    docs: list[tuple[str, bytes]],
+    copies: int,
+    in_flight: int,
+    before: dict[str, int] | None = None,
+) -> Growth:
+    """Part 1 at one scale; ``before`` is ``empty_attribution`` (else none is taken)."""
     work = Path(tempfile.mkdtemp(prefix="bench-board-", dir=base))
     root, state = work / "root", work / "state"
     root.mkdir()
     state.mkdir()
     tokens = token_file(work / "tokens.toml", TOKEN)
-    with child_server(root, tokens=tokens, state_dir=state) as server:
+    patches = {"perfkit._stats": attribution}
+    with child_server(root, tokens=tokens, state_dir=state, patches=patches) as server:
         empty = settled()
         asyncio.run(publish(server.port, [("/warm.md", b"# Warm\n\nup\n")], 1))
         warm = settled()
@@ -225,11 +239,109 @@ def growth_run(base: Path, docs: list[tuple[str, bytes]], copies: int, in_flight
         run = Growth(
             copies, sum(len(b) for _, b in docs), empty, warm, took, max(peak[0], hwm), settled()
         )
+        if before is not None:
+            after = server.ask("attribution")
+            run.parts = {key: after[key] - before.get(key, 0) for key in after}
     run.restored = restart(root, state, tokens, docs[0][0])
     shutil.rmtree(state / "index")
     run.built = restart(root, state, tokens, docs[0][0])
     shutil.rmtree(work)
     return run
+
+
+def _deep_size(roots: list[object], seen: set[int]) -> int:
+    """Bytes of ``roots`` and everything they reach that ``seen`` does not hold yet (modules,
+    classes and functions aside: code is counted as the rest)."""
+    import gc
+    import types
+
+    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+    total = 0
+    stack = list(roots)
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, skip):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        stack.extend(gc.get_referents(obj))
+    return total
+
+
+def _pymalloc() -> tuple[int, int]:
+    """(bytes of pymalloc arenas, bytes in blocks allocated from them)."""
+    fd, name = tempfile.mkstemp()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+    text = Path(name).read_text()
+    os.unlink(name)
+
+    def field(key: str) -> int:
+        found = re.search(rf"^# {key}\s*=\s*([\d,]+)", text, re.M)
+        return int(found.group(1).replace(",", "")) if found else 0
+
+    arena = 1 << 20 if sys.version_info >= (3, 10) else 256 << 10
+    return field("arenas allocated current") * arena, field("bytes in allocated blocks")
+
+
+def attribution(app: object) -> dict[str, int]:
+    """What the server process holds, by part (run in it: ``child_server``'s stats hook): RSS,
+    the sizes of the live structures (each object counted once, in this order), Python's small-
+    object arenas and glibc's heaps; shared bytes are counted with the first that reaches them."""
+    import ctypes
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                         "uordblks", "fordblks", "keepcost")
+        ]  # fmt: skip
+
+    out = {"rss": perfkit.rss_bytes(os.getpid())}  # before the walk below allocates
+    out["pymalloc arenas"], out["pymalloc used"] = _pymalloc()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = Mallinfo2
+        info = libc.mallinfo2()
+        out["glibc used"], out["glibc free"] = info.uordblks + info.hblkhd, info.fordblks
+    except (OSError, AttributeError):
+        pass
+    out["modules"] = len(sys.modules)
+    content: Any = getattr(app, "content", None)
+    lookup: Any = getattr(app, "_lookup", None)
+    dispatcher: Any = getattr(app, "_dispatcher", None)
+    parts: list[tuple[str, list[object]]] = [
+        ("snapshot", [getattr(content, "_snapshot", None)]),
+        ("catalog", [getattr(lookup, "catalog", None)]),
+        ("body index", [getattr(lookup, "bodies", None)]),
+        ("link index", [getattr(lookup, "links", None)]),
+        ("version cache", [getattr(content, "_cache", None)]),
+        ("response cache", [getattr(dispatcher, "cache", None)]),
+        ("watch log", [getattr(getattr(app, "watch", None), "log", None)]),
+    ]
+    seen: set[int] = set()
+    for name, roots in parts:
+        out[name] = _deep_size([r for r in roots if r is not None], seen)
+    return out
+
+
+def empty_attribution(base: Path) -> dict[str, int]:
+    """``attribution`` of a server on an empty root, settled (its own process, so that asking
+    does not change what a growth run measures)."""
+    work = Path(tempfile.mkdtemp(prefix="bench-board-empty-", dir=base))
+    (work / "root").mkdir()
+    tokens = token_file(work / "tokens.toml", TOKEN)
+    with child_server(work / "root", tokens=tokens, patches={"perfkit._stats": attribution}) as s:
+        settled()
+        found: dict[str, int] = s.ask("attribution")
+    shutil.rmtree(work)
+    return found
 
 
 def allocator_run(base: Path, docs: list[tuple[str, bytes]], patches: dict[str, object]) -> int:
@@ -408,53 +520,18 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--copies", default="1,5,20", help="corpus copies, comma-separated")
-    parser.add_argument("--rounds", type=int, default=5, help="publish rounds of the 1 MB document")
-    parser.add_argument("--starts", type=int, default=5, help="interleaved empty-root starts")
-    args = parser.parse_args()
-    base_dir = corpus()
-    if base_dir is None:
-        print("board: skipped, the shared FastAPI corpus (../shared/corpus/fastapi-docs) is absent")
-        return 0
-    began = time.monotonic()
-    load_before = os.getloadavg()
-    files = sorted(base_dir.rglob("*.md"))
-    base = Path(tempfile.mkdtemp(prefix="bench-board-"))
-    copies = [int(c) for c in args.copies.split(",")]
-    runs = []
-    for n in copies:
-        runs.append(growth_run(base, docs_of(files, base_dir, n), n, 8 if n >= 20 else 1))
-        print(f"x{n}: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
-    docs5 = docs_of(files, base_dir, 5)
-    x5 = next((r for r in runs if r.copies == 5), runs[0])
-    no_trim = allocator_run(base, docs5, NO_TRIM)
-    defaults = allocator_run(base, docs5, NO_ALLOCATOR_SETTINGS)
-    main_settings = allocator_run(base, docs5, {})
-    print(f"allocator: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
-    big = big_document(base_dir)
-    quiet, busy, publish_s = stall_rounds(base, big, args.rounds)
-    print(f"stalls: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
-    cert, key, _ = devcert.ensure(base / "cert")
-    starts: dict[str, list[tuple[float, int]]] = {"ours": [], "echo": []}
-    for _ in range(args.starts):
-        for kind in starts:
-            starts[kind].append(cold_start(kind, base, cert, key))
-    shutil.rmtree(base, ignore_errors=True)
-    elapsed = time.monotonic() - began
-    load_after = os.getloadavg()
-
-    growth_rows = []
+def growth_rows(runs: list[Growth], label: str = "") -> tuple[list[list[str]], float]:
+    """The rows of part 1's table, and the worst cell's growth per body byte."""
+    rows = []
     worst = 0.0
     for run in runs:
         assert run.restored is not None and run.built is not None
         cells = [run.peak, run.settled, run.restored.peak, run.restored.settled]
         cells += [run.built.peak, run.built.settled]
         worst = max(worst, *((c - run.empty) / run.body for c in cells))
-        growth_rows.append(
+        rows.append(
             [
-                f"x{run.copies}",
+                f"{label}x{run.copies}",
                 f"{run.body / 1e6:.1f} MB",
                 mib(run.empty),
                 mib(run.warm - run.empty),
@@ -462,6 +539,42 @@ def main() -> int:
                 *(per_byte(c, run) for c in cells),
             ]
         )
+    return rows, worst
+
+
+ATTRIBUTED = (
+    "snapshot",
+    "catalog",
+    "body index",
+    "link index",
+    "version cache",
+    "response cache",
+    "watch log",
+)
+
+
+def attribution_table(runs: list[Growth]) -> str:
+    """Where each run's settled growth went, per body byte (the server process alone)."""
+    rows = []
+    names = [*ATTRIBUTED, "other Python objects", "free in pymalloc's arenas", "the rest"]
+    for run in runs:
+        parts = run.parts or {}
+        structures = sum(parts.get(name, 0) for name in ATTRIBUTED)
+        used = parts.get("pymalloc used", 0) + parts.get("glibc used", 0)
+        pools = parts.get("pymalloc arenas", 0) - parts.get("pymalloc used", 0)
+        cells = [parts.get(name, 0) for name in ATTRIBUTED]
+        cells += [used - structures, pools, parts.get("rss", 0) - used - pools]
+        rows.append(
+            [f"x{run.copies}", mib(parts.get("rss", 0)), f"{parts.get('modules', 0):+d}"]
+            + [f"{cell / run.body:.2f}" for cell in cells]
+        )
+    return table(["copies", "settled growth", "modules", *names], rows)
+
+
+def part1(runs: list[Growth], before: list[Growth]) -> list[str]:
+    rows, worst = growth_rows(runs)
+    if before:
+        rows = growth_rows(before, "main ")[0] + rows
     growth_table = table(
         [
             "copies",
@@ -476,8 +589,151 @@ def main() -> int:
             "full build: peak",
             "full build: settled",
         ],
-        growth_rows,
+        rows,
     )
+    return [
+        "**1. RSS growth per body byte.** The server and its index workers together (every"
+        " process below the bench, from /proc), as growth over the empty server: peak sampled"
+        f" every 50 ms (and the server's VmHWM), settled {SETTLE_S:.0f} s after the last write"
+        " (the server trims after two quiet 2 s intervals). x1 and x5 are one PUBLISH at a time,"
+        " x20 eight in flight (a burst: the server holds the index work back and catches up"
+        " once writes pause; the publish time is until the last answer, the peak and settled"
+        " figures include the catch-up, awaited by a LOOKUP). Then a restart on the same root"
+        " (the index saved at stop restored), and a restart with the saved index removed"
+        " (every body analysed again); each restart waits for a body-mode LOOKUP to answer"
+        " before settling."
+        + (
+            " Rows marked main are the server of `$BOARD_BASELINE_PYTHON` (main's checkout),"
+            " measured by this bench in the same run just before."
+            if before
+            else ""
+        ),
+        "",
+        growth_table,
+        "",
+        f"Target <= {GROWTH_TARGET}x body bytes: {verdict(worst <= GROWTH_TARGET)} (worst cell"
+        f" {worst:.2f}x). The full-build peak would count index worker processes (each a"
+        " Python interpreter of about 50 MiB, which a cgroup's MemoryMax must hold too), but a"
+        " build starts them only past `build.WORKER_BYTES` (64 MiB) of bodies: none here.",
+        "",
+        "Where the settled growth of the publish goes, per body byte (the server process, settled"
+        " minus a settled empty server's, from inside it: each structure's objects counted once,"
+        " in the order of the columns; other Python objects are the rest of what pymalloc and"
+        " glibc have handed out, mostly the code of the modules imported since the empty start"
+        " (modules: how many); then the free blocks and pools of pymalloc's arenas (an arena is"
+        " handed back only when all of it is free); the rest is glibc's free memory still"
+        " resident and what is not malloc's at all: shared libraries' pages, thread stacks).",
+        "",
+        attribution_table(runs),
+    ]
+
+
+def baseline(python: str, copies: str) -> list[Growth]:
+    """Part 1 measured with another interpreter (main's checkout), read back as JSON."""
+    import json
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [python, __file__, "--parts", "1", "--copies", copies, "--json", out.name]
+        subprocess.run(command, check=True, env={**os.environ, "BOARD_BASELINE_PYTHON": ""})
+        data = json.loads(Path(out.name).read_text())
+    runs = []
+    for item in data:
+        restored, built = item.pop("restored"), item.pop("built")
+        run = Growth(**item)
+        run.restored = Restart(**{**restored, "ready": tuple(restored["ready"])})
+        run.built = Restart(**{**built, "ready": tuple(built["ready"])})
+        runs.append(run)
+    return runs
+
+
+def splice(parts: dict[str, list[str]], head: list[str]) -> str:
+    """The section with the parts measured now in place of the old ones (the rest kept)."""
+    old = perfkit.DOC.read_text() if perfkit.DOC.exists() else ""
+    found = re.search(r"^## Board budget \(measured\)\n(.*?)(?=^## |\Z)", old, re.S | re.M)
+    blocks: dict[str, str] = {}
+    if found:
+        pieces = re.split(r"^(?=\*\*\d\. )", found.group(1), flags=re.M)
+        blocks = {piece[2]: piece.strip() for piece in pieces[1:]}
+    for key, lines in parts.items():
+        blocks[key] = "\n".join(lines).strip()
+    measured = ", ".join(sorted(parts))
+    kept = ", ".join(sorted(blocks.keys() - parts.keys()))
+    note = f"; {kept} as an earlier run measured them" if kept else ""
+    return "\n".join(
+        [*head, f"Parts measured in this run: {measured}{note}.", ""]
+        + [blocks[key] + "\n" for key in sorted(blocks)]
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--copies", default="1,5,20", help="corpus copies, comma-separated")
+    parser.add_argument("--rounds", type=int, default=5, help="publish rounds of the 1 MB document")
+    parser.add_argument("--starts", type=int, default=5, help="interleaved empty-root starts")
+    parser.add_argument(
+        "--parts",
+        default=os.environ.get("BOARD_PARTS", ",".join(PARTS)),
+        help="parts to run, comma-separated (default $BOARD_PARTS, else all); the others keep"
+        " their figures in docs/PERFORMANCE.md",
+    )
+    parser.add_argument("--json", help="write part 1's figures here instead of the docs")
+    args = parser.parse_args()
+    wanted = set(args.parts.split(","))
+    base_dir = corpus()
+    if base_dir is None:
+        print("board: skipped, the shared FastAPI corpus (../shared/corpus/fastapi-docs) is absent")
+        return 0
+    before: list[Growth] = []
+    if "1" in wanted and (python := os.environ.get("BOARD_BASELINE_PYTHON")):
+        before = baseline(python, args.copies)
+    began = time.monotonic()
+    load_before = os.getloadavg()
+    files = sorted(base_dir.rglob("*.md"))
+    base = Path(tempfile.mkdtemp(prefix="bench-board-"))
+    parts: dict[str, list[str]] = {}
+    runs: list[Growth] = []
+    if "1" in wanted:
+        empty = empty_attribution(base)
+        for n in [int(c) for c in args.copies.split(",")]:
+            docs = docs_of(files, base_dir, n)
+            runs.append(growth_run(base, docs, n, 8 if n >= 20 else 1, empty))
+            print(f"x{n}: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
+        if args.json:
+            import json
+
+            Path(args.json).write_text(json.dumps([dataclasses.asdict(r) for r in runs]))
+            shutil.rmtree(base, ignore_errors=True)
+            return 0
+        parts["1"] = part1(runs, before)
+    if "3" in wanted:
+        parts["3"] = part3(base, docs_of(files, base_dir, 5))
+        print(f"allocator: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
+    if "2" in wanted:
+        parts["2"] = part2(base, base_dir, args.rounds)
+        print(f"stalls: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
+    if "4" in wanted:
+        parts["4"] = part4(base, args.starts)
+    if "5" in wanted:
+        parts["5"] = part5(base, docs_of(files, base_dir, 5), runs)
+    shutil.rmtree(base, ignore_errors=True)
+    elapsed = time.monotonic() - began
+    load_after = os.getloadavg()
+    head = [
+        perfkit.stamp("board"),
+        f"1-minute load average {load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end"
+        f"; the parts run took {elapsed / 60:.1f} min. One run of each (no medians but the"
+        " start-up times), so compare rows of one run.",
+        "",
+    ]
+    for key in sorted(parts):
+        print("\n".join(parts[key]) + "\n")
+    write_section("Board budget (measured)", splice(parts, head))
+    return 0
+
+
+def part2(base: Path, base_dir: Path, rounds: int) -> list[str]:
+    big = big_document(base_dir)
+    quiet, busy, publish_s = stall_rounds(base, big, rounds)
     q99, b99 = percentile(quiet, 99), percentile(busy, 99)
     stall_table = table(
         ["rounds", "FETCHes", "p50 ms", "p99 ms", "max ms"],
@@ -486,7 +742,27 @@ def main() -> int:
             for name, v in (("quiet (baseline)", quiet), ("while publishing 1 MB", busy))
         ],
     )
-    body5 = len(b"".join(b for _, b in docs5))
+    return [
+        "**2. A second client's FETCH while a 1 MB document is published.** A small document"
+        f" fetched back to back on one connection; {rounds} rounds alternate 1.5 s quiet"
+        f" with the PUBLISH of a new {len(big) / 1e6:.2f} MB document (the release notes and"
+        f" other pages) from another process (each took {publish_s:.2f} s, median).",
+        "",
+        stall_table,
+        "",
+        f"Target p99 <= {P99_TARGET_MS:.0f} ms while publishing: {verdict(b99 <= P99_TARGET_MS)}"
+        f" ({b99:.1f} ms, {b99 / q99:.1f}x the quiet p99). A body over"
+        " `content.INLINE_INDEX_MAX` (16 KiB) is analysed on the backlog's thread, not the event"
+        " loop, so the loop waits at most a GIL switch interval at a time; the quiet rounds"
+        " include the tail of that analysis after each publish.",
+    ]
+
+
+def part3(base: Path, docs5: list[tuple[str, bytes]]) -> list[str]:
+    no_trim = allocator_run(base, docs5, NO_TRIM)
+    defaults = allocator_run(base, docs5, NO_ALLOCATOR_SETTINGS)
+    main_settings = allocator_run(base, docs5, {})
+    body5 = sum(len(b) for _, b in docs5)
     alloc_table = table(
         ["allocator", "settled growth after x5", "per body byte", "vs main"],
         [
@@ -498,6 +774,23 @@ def main() -> int:
             )
         ],
     )
+    return [
+        "**3. Allocator settings.** The x5 publish (one at a time) on a fresh server, settled"
+        f" {SETTLE_S:.0f} s later. glibc has no setting that turns `malloc_trim` off, and the"
+        " server skips its own arena limit only when `MALLOC_ARENA_MAX` is set, so the rows"
+        " without them patch `markproto.server.memory.trim` / `tune` to no-ops in the"
+        " server process (glibc then uses its default of 8 arenas a core).",
+        "",
+        alloc_table,
+    ]
+
+
+def part4(base: Path, count: int) -> list[str]:
+    cert, key, _ = devcert.ensure(base / "cert")
+    starts: dict[str, list[tuple[float, int]]] = {"ours": [], "echo": []}
+    for _ in range(count):
+        for kind in starts:
+            starts[kind].append(cold_start(kind, base, cert, key))
     ours_s = median([s for s, _ in starts["ours"]])
     echo_s = median([s for s, _ in starts["echo"]])
     ours_rss = median([r for _, r in starts["ours"]])
@@ -510,6 +803,22 @@ def main() -> int:
             ["ratio", f"{ours_s / echo_s:.2f}x", f"{ours_rss / echo_rss:.2f}x"],
         ],
     )
+    return [
+        "**4. Empty root, exec to the first answered FETCH.** `python -m markproto.server.cli"
+        " serve` against `tests/support/echo.py` run by `python -c`, the same interpreter, the"
+        " certificate already in the state directory for both, polled with a FETCH every"
+        f" 150 ms at most; median of {count} interleaved starts.",
+        "",
+        start_table,
+        "",
+        f"Target <= {START_TARGET}x: time {verdict(ours_s / echo_s <= START_TARGET)}, RSS"
+        f" {verdict(ours_rss / echo_rss <= START_TARGET)}.",
+    ]
+
+
+def part5(base: Path, docs5: list[tuple[str, bytes]], runs: list[Growth]) -> list[str]:
+    """Index-ready rates on the x5 root (part 1's, when it ran x5)."""
+    x5 = next((r for r in runs if r.copies == 5), None) or growth_run(base, docs5, 5, 1)
     assert x5.restored is not None and x5.built is not None
     # the record's "mb" counts the bodies analysed (none when all is restored): rate of all bodies
     rmb = bmb = round(x5.body / 1e6, 1)
@@ -527,64 +836,7 @@ def main() -> int:
              f"{restored_rate / built_rate:.1f}" if built_rate else "-"],
         ],
     )  # fmt: skip
-    lines = [
-        perfkit.stamp("board"),
-        f"1-minute load average {load_before[0]:.1f} at the start, {load_after[0]:.1f} at the end"
-        f"; the whole part took {elapsed / 60:.1f} min. One run of each (no medians but the"
-        " start-up times), so compare rows of one run.",
-        "",
-        "**1. RSS growth per body byte.** The server and its index workers together (every"
-        " process below the bench, from /proc), as growth over the empty server: peak sampled"
-        f" every 50 ms (and the server's VmHWM), settled {SETTLE_S:.0f} s after the last write"
-        " (the server trims after two quiet 2 s intervals). x1 and x5 are one PUBLISH at a time,"
-        " x20 eight in flight (a burst: the server holds the index work back and catches up"
-        " once writes pause; the publish time is until the last answer, the peak and settled"
-        " figures include the catch-up, awaited by a LOOKUP). Then a restart on the same root"
-        " (the index saved at stop restored), and a restart with the saved index removed"
-        " (every body analysed again); each restart waits for a body-mode LOOKUP to answer"
-        " before settling.",
-        "",
-        growth_table,
-        "",
-        f"Target <= {GROWTH_TARGET}x body bytes: {verdict(worst <= GROWTH_TARGET)} (worst cell"
-        f" {worst:.2f}x). Why: the growth is over the empty server, which has not yet imported"
-        " the analysis path (the parser and the index code are imported lazily, so an empty"
-        " server starts fast); the first tiny PUBLISH column is that fixed cost, which dominates"
-        " x1 and fades by x20. The full-build peak counts the index worker processes"
-        " (`MARK_INDEX_WORKERS`, default 2, each a Python interpreter of tens of MiB), which a"
-        " cgroup's MemoryMax must hold too; they exit when the build ends.",
-        "",
-        "**2. A second client's FETCH while a 1 MB document is published.** A small document"
-        f" fetched back to back on one connection; {args.rounds} rounds alternate 1.5 s quiet"
-        f" with the PUBLISH of a new {len(big) / 1e6:.2f} MB document (the release notes and"
-        f" other pages) from another process (each took {publish_s:.2f} s, median).",
-        "",
-        stall_table,
-        "",
-        f"Target p99 <= {P99_TARGET_MS:.0f} ms while publishing: {verdict(b99 <= P99_TARGET_MS)}"
-        f" ({b99:.1f} ms, {b99 / q99:.1f}x the quiet p99). A body over"
-        " `content.INLINE_INDEX_MAX` (16 KiB) is analysed on the backlog's thread, not the event"
-        " loop, so the loop waits at most a GIL switch interval at a time; the quiet rounds"
-        " include the tail of that analysis after each publish.",
-        "",
-        "**3. Allocator settings.** The x5 publish (one at a time) on a fresh server, settled"
-        f" {SETTLE_S:.0f} s later. glibc has no setting that turns `malloc_trim` off, and the"
-        " server skips its own arena limit only when `MALLOC_ARENA_MAX` is set, so the rows"
-        " without them patch `markproto.server.memory.trim` / `limit_arenas` to no-ops in the"
-        " server process (glibc then uses its default of 8 arenas a core).",
-        "",
-        alloc_table,
-        "",
-        "**4. Empty root, exec to the first answered FETCH.** `python -m markproto.server.cli"
-        " serve` against `tests/support/echo.py` run by `python -c`, the same interpreter, the"
-        " certificate already in the state directory for both, polled with a FETCH every"
-        f" 150 ms at most; median of {args.starts} interleaved starts.",
-        "",
-        start_table,
-        "",
-        f"Target <= {START_TARGET}x: time {verdict(ours_s / echo_s <= START_TARGET)}, RSS"
-        f" {verdict(ours_rss / echo_rss <= START_TARGET)}.",
-        "",
+    return [
         "**5. Index ready at start-up (x5 root)**, from the server's `lookup index built` record"
         f" (after a restart that restores it, the first FETCH was answered {fetched_ms:.0f} ms"
         f" after binding, {building} the index was being restored; the x5 bodies are"
@@ -595,10 +847,6 @@ def main() -> int:
         f"Target >= {READY_TARGET:.0f} MB/s: restored {verdict(restored_rate >= READY_TARGET)},"
         f" full build {verdict(built_rate >= READY_TARGET)}.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    write_section("Board budget (measured)", text)
-    return 0
 
 
 if __name__ == "__main__":

@@ -487,3 +487,39 @@ def test_arbitrary_bodies_and_queries_never_raise(body: str, query: str) -> None
     index.index.remove("/a.md")
     assert index.index.terms == 0
     assert len(index.index) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["/a.md", "/b/c.md", "/journal/d.md"]),
+            st.one_of(st.none(), st.tuples(BODY, META)),
+            st.booleans(),
+        ),
+        max_size=8,
+    )
+)
+def test_any_writes_and_freezes_give_the_index_of_the_last_versions(
+    writes: list[tuple[str, tuple[str, dict[str, str]] | None, bool]],
+) -> None:
+    """Puts and removals, the posting lists frozen after some of them, rank as an index given
+    only the documents left (its scores too), and hold as many terms."""
+    index, live = docs(), {}
+    for path, version, freeze in writes:
+        if version is None:
+            index.index.remove(path)
+            live.pop(path, None)
+        else:
+            index.put(path, *version)
+            live[path] = version
+        if freeze:
+            index.index.freeze()
+    fresh = docs()
+    for path, (body, meta) in live.items():
+        fresh.put(path, body, meta)
+    for query in ["kiwi", "Mango pear", "apple", "a.b x", "kiwi pear"]:
+        assert [(h.entry.path, h.anchor, h.score) for h in index.hits(query)] == [
+            (h.entry.path, h.anchor, h.score) for h in fresh.hits(query)
+        ]
+    assert index.index.terms == fresh.index.terms

@@ -18,7 +18,7 @@ from markproto.server.handlers import Context
 from markproto.server.search.service import Lookup
 from markproto.server.storage import backlog
 from markproto.server.storage.content import INLINE_INDEX_MAX, Content
-from markproto.server.storage.store import Version, Written
+from markproto.server.storage.store import Store, Version, Written
 
 BURST = 24
 
@@ -173,3 +173,21 @@ async def test_changes_found_by_a_scan_meanwhile_reach_the_indexes_in_order(
     )
     paths = {row.path for row in bodies.parse_lookup(found.body)}
     assert paths == {f"/b/{n}.md" for n in range(1, BURST)}
+
+
+async def test_a_large_body_found_by_a_scan_is_indexed_off_the_loop_and_lookup_sees_it(
+    served: tuple[Content, Lookup], tmp_path: Path
+) -> None:
+    """A document written behind the server's back (a sync tool, `mark-server import`) is
+    analysed on the backlog's thread when it is large, like one the server wrote."""
+    content, lookup = served
+    other = Store(tmp_path)
+    big = b"# Big\n\n" + b"quince orchard rows\n" * (INLINE_INDEX_MAX // 20)
+    assert isinstance(other.publish("/synced.md", big, {}, 0), Written)
+    changes = await content.rescan()
+    assert changes.updated == ("/synced.md",)
+    assert lookup.catalog.get("/synced.md") is None  # held for the backlog's thread
+    found = await ask(
+        Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="quince", match="body"
+    )
+    assert [row.path for row in bodies.parse_lookup(found.body)] == ["/synced.md"]

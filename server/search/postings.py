@@ -1,0 +1,284 @@
+"""The body index's postings: for every term, its entries ``slot << 8 | flags``, ascending, held
+as one frozen segment of flat arrays and a small mutable tail.
+
+A term of its own (a str, a dict slot and an array object) costs about 200 bytes, more than the
+postings of most terms (about half of a vocabulary occurs once), so most of the index is one
+frozen segment with no object per term: the terms sorted, UTF-8, each followed by a newline, in
+one bytes object, and every term's entries one after the other in one array, each with its
+offset; a term is found by bisection. Writes go to the tail: new entries to a dict of arrays
+(slots only grow, so a term's new entries always follow its frozen ones), and a document removed
+from the frozen segment to a list of dead slot ranges, cut out of what a lookup gives. ``freeze``
+merges the tail in and drops the dead entries: when the tail outgrows a share of the frozen
+segment, and when the writes pause (``BodyIndex.freeze``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Iterator
+from itertools import repeat
+from operator import add
+
+from markproto.server.search.analysis import FLAG_BITS, combine
+
+__all__ = ["PostingLists"]
+
+_SHIFT = FLAG_BITS
+_TERM_COST = 200
+"""About what a term of the tail costs beside its entries (str, dict slot, array), bytes."""
+_TAIL_MIN = 512 << 10
+"""Tail bytes below which a write never merges. A merge copies the whole frozen segment, so a
+write merges only once the tail is half its size: the FastAPI x5 publish merges 13 times (about
+0.5 ms a document in all); at a quarter, 42 times and three times the cost."""
+_DEAD_MAX = 64
+"""Dead ranges (documents removed from the frozen segment) that make a write merge: each is
+cut out of every lookup until then."""
+_NOBODY = array("I")
+
+
+def _encode(term: str) -> bytes:
+    return term.encode("utf-8", "surrogatepass")
+
+
+class PostingLists:
+    """Every term's entries (``get``), kept by ``extend`` and ``remove``."""
+
+    def __init__(self) -> None:
+        self._words = b""
+        """The frozen terms, ascending, each followed by a newline (a term holds none)."""
+        self._offsets = array("I", (0,))
+        """Where each frozen term starts in ``_words``, and its end."""
+        self._begins = array("I", (0,))
+        """Where each frozen term's entries start in ``_entries``, and their end."""
+        self._entries = array("I")
+        self._top = 0
+        """Slots below this are the frozen segment's, the others the tail's."""
+        self._tail: dict[str, array[int]] = {}
+        self._tail_entries = 0
+        self._dead: list[tuple[int, int]] = []
+        """Slot ranges ``[low, high)`` of documents removed from the frozen segment, ascending."""
+
+    @classmethod
+    def restored(
+        cls, terms: str, counts: array[int], entries: array[int], top: int
+    ) -> PostingLists:
+        """Posting lists ``dump`` gave (``terms`` ascending, newline-joined), every slot below
+        ``top``."""
+        out = cls()
+        if terms:
+            words = _encode(terms) + b"\n"
+            offsets = out._offsets
+            find = words.find
+            at = find(b"\n")
+            while at >= 0:
+                offsets.append(at + 1)
+                at = find(b"\n", at + 1)
+            begins = out._begins
+            total = 0
+            for count in counts:
+                total += count
+                begins.append(total)
+            out._words, out._entries = words, entries
+        out._top = top
+        return out
+
+    def __len__(self) -> int:
+        """Terms with entries."""
+        if not self._dead:
+            return len(self._offsets) - 1 + sum(1 for t in self._tail if self._find(t) < 0)
+        return sum(1 for _ in self._merged())
+
+    @property
+    def size(self) -> int:
+        """Bytes held, about (what decides a merge)."""
+        frozen = len(self._words) + 8 * len(self._offsets) + 4 * len(self._entries)
+        return frozen + _TERM_COST * len(self._tail) + 4 * self._tail_entries
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    def _word(self, number: int) -> bytes:
+        """The frozen segment's term ``number``, encoded."""
+        return self._words[self._offsets[number] : self._offsets[number + 1] - 1]
+
+    def _position(self, key: bytes) -> int:
+        """Where the encoded term ``key`` is, or would be, among the frozen terms."""
+        return bisect_left(range(len(self._offsets) - 1), key, key=self._word)
+
+    def _find(self, term: str) -> int:
+        """The frozen segment's number of ``term``, or -1."""
+        key = _encode(term)
+        at = self._position(key)
+        return at if at < len(self._offsets) - 1 and self._word(at) == key else -1
+
+    def get(self, term: str) -> array[int]:
+        """The entries of ``term``, ascending (empty when it has none). Not to be changed."""
+        at = self._find(term)
+        tail = self._tail.get(term)
+        if at < 0:
+            return _NOBODY if tail is None else tail
+        found = self._entries[self._begins[at] : self._begins[at + 1]]
+        if self._dead:
+            found = self._alive(found)
+        if tail is not None:
+            found += tail
+        return found
+
+    def _alive(self, found: array[int]) -> array[int]:
+        """``found`` (a copy of frozen entries) without those of dead slots."""
+        for low, high in self._dead:
+            if not found or low << _SHIFT > found[-1]:
+                break
+            begin = bisect_left(found, low << _SHIFT)
+            stop = bisect_left(found, high << _SHIFT, begin)
+            if stop > begin:
+                del found[begin:stop]
+        return found
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def extend(self, terms: str, counts: array[int], entries: array[int], base: int) -> None:
+        """Append a run of postings (``analysis.Postings``: slots from ``base``, at or past
+        ``top``, so after every entry of each term), combining an entry with the last one of
+        the same section (a section split between two runs)."""
+        tail, shift = self._tail, base << _SHIFT
+        begin = 0
+        for term, count in zip(terms.split("\n") if terms else (), counts, strict=True):
+            stop = begin + count
+            part = entries[begin:stop]
+            if shift:
+                part = array("I", map(add, part, repeat(shift)))
+            found = tail.get(term)
+            if found is None:
+                tail[term] = part
+            elif found[-1] >> _SHIFT == part[0] >> _SHIFT:
+                found[-1] = combine(found[-1], part[0])
+                found += part[1:]
+            else:
+                found += part
+            begin = stop
+        self._tail_entries += len(entries)
+
+    def remove(self, low: int, high: int, terms: Iterable[str] | None) -> None:
+        """Forget the entries of slots ``[low, high)`` (one document's). ``terms`` are the terms
+        that may have them (None: any)."""
+        if low < self._top:
+            insort(self._dead, (low, high))
+            return
+        tail = self._tail
+        low, high = low << _SHIFT, high << _SHIFT
+        for term in list(tail) if terms is None else terms:
+            found = tail.get(term)
+            if found is None:
+                continue
+            begin = bisect_left(found, low)
+            stop = bisect_left(found, high, begin)
+            self._tail_entries -= stop - begin
+            if stop - begin == len(found):
+                del tail[term]
+            elif stop > begin:
+                del found[begin:stop]
+
+    def due(self) -> bool:
+        """Whether the tail has outgrown its share: a write should ``freeze`` now."""
+        tail = _TERM_COST * len(self._tail) + 4 * self._tail_entries
+        return len(self._dead) > _DEAD_MAX or tail > max(_TAIL_MIN, self.size // 2)
+
+    def freeze(self, top: int) -> None:
+        """Merge the tail into the frozen segment and drop the dead entries; slots below
+        ``top`` are the frozen segment's from now on."""
+        if self._tail or self._dead:
+            out = _Segment()
+            if self._dead:  # every term's entries to cut
+                for word, found in self._merged():
+                    out.add(word, found)
+            else:  # the frozen terms between two of the tail's are copied as they are, in C
+                done, tail = 0, self._tail
+                frozen = self._words.split(b"\n")  # a moment's list, to bisect in C
+                count = len(frozen) - 1
+                for key, term in sorted((_encode(term), term) for term in tail):
+                    at = bisect_left(frozen, key, done, count)
+                    out.copy(self, done, at)
+                    found = tail[term]
+                    if at < count and frozen[at] == key:
+                        found = self._entries[self._begins[at] : self._begins[at + 1]] + found
+                        at += 1
+                    out.add(key, found)
+                    done = at
+                out.copy(self, done, count)
+            self._words = bytes(out.words)
+            self._offsets, self._begins, self._entries = out.offsets, out.begins, out.entries
+            self._tail, self._tail_entries, self._dead = {}, 0, []
+        self._top = top
+
+    def _merged(self) -> Iterator[tuple[bytes, array[int]]]:
+        """Every term with entries, ascending, and its entries (frozen ones copied)."""
+        words, offsets, begins, entries = self._words, self._offsets, self._begins, self._entries
+        tail = self._tail
+        news = sorted((_encode(term), term) for term in tail)
+        j = 0
+        for i in range(len(offsets) - 1):
+            word = words[offsets[i] : offsets[i + 1] - 1]
+            while j < len(news) and news[j][0] < word:
+                yield news[j][0], tail[news[j][1]]
+                j += 1
+            found = entries[begins[i] : begins[i + 1]]
+            if self._dead:
+                found = self._alive(found)
+            if j < len(news) and news[j][0] == word:
+                found += tail[news[j][1]]
+                j += 1
+            if found:
+                yield word, found
+        for key, term in news[j:]:
+            yield key, tail[term]
+
+    # -- whole ------------------------------------------------------------------------------------
+
+    def dump(self, top: int) -> tuple[str, array[int], array[int]]:
+        """Every term, ascending, newline-joined; each one's count of entries; the entries
+        (frozen first: ``top`` as ``freeze``)."""
+        self.freeze(top)
+        counts = array("I", (b - a for a, b in zip(self._begins, self._begins[1:], strict=False)))
+        return self._words[:-1].decode("utf-8", "surrogatepass"), counts, self._entries
+
+    def renumber(self, old: array[int], moves: array[int], top: int) -> None:
+        """Move every entry of a document whose first slot is ``old[i]`` down by ``moves[i]``
+        (rare: when slots run out); slots below ``top`` are frozen after."""
+        self.freeze(self._top)
+        out = array("I")
+        for entry in self._entries:
+            at = bisect_right(old, entry >> _SHIFT) - 1
+            out.append(entry - (moves[at] << _SHIFT))
+        self._entries = out
+        self._top = top
+
+
+class _Segment:
+    """A frozen segment being written, term after term, ascending."""
+
+    def __init__(self) -> None:
+        self.words = bytearray()
+        self.offsets = array("I", (0,))
+        self.begins = array("I", (0,))
+        self.entries = array("I")
+
+    def add(self, word: bytes, found: array[int]) -> None:
+        self.words += word
+        self.words += b"\n"
+        self.offsets.append(len(self.words))
+        self.entries += found
+        self.begins.append(len(self.entries))
+
+    def copy(self, old: PostingLists, first: int, stop: int) -> None:
+        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are."""
+        if stop <= first:
+            return
+        start = old._offsets[first]
+        shift = len(self.words) - start
+        self.words += old._words[start : old._offsets[stop]]
+        self.offsets.extend(map(add, old._offsets[first + 1 : stop + 1], repeat(shift)))
+        start = old._begins[first]
+        shift = len(self.entries) - start
+        self.entries += old._entries[start : old._begins[stop]]
+        self.begins.extend(map(add, old._begins[first + 1 : stop + 1], repeat(shift)))

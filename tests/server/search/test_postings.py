@@ -1,0 +1,61 @@
+"""The body index's posting lists (frozen segment, tail, dead ranges): after any writes, merges
+and a save and restore, every term's entries are what a plain dict of lists says."""
+
+from __future__ import annotations
+
+from array import array
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from markproto.server.search.analysis import FLAG_BITS
+from markproto.server.search.postings import PostingLists
+
+TERMS = ["a", "b", "kiwi", "é", "\U0001f600", "zz", "b\udc80"]
+DOC = st.dictionaries(st.sampled_from(TERMS), st.integers(1, 3), max_size=5)
+"""A document: its terms, and in how many of its sections each is (its first ones)."""
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), DOC),
+        st.tuples(st.just("remove"), st.integers(0, 20), st.booleans()),
+        st.tuples(st.just("freeze")),
+        st.tuples(st.just("restore")),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_posting_lists_are_what_a_dict_says(ops: list[tuple[object, ...]]) -> None:
+    lists, model = PostingLists(), {}
+    docs: list[tuple[int, int, set[str]]] = []  # live documents: first slot, slots, terms
+    next_slot = 0
+    for op in ops:
+        if op[0] == "add":
+            terms = op[1]
+            assert isinstance(terms, dict)
+            slots = max([3, *terms.values()])
+            for term, sections in terms.items():
+                part = array("I", ((next_slot + s) << FLAG_BITS | s + 1 for s in range(sections)))
+                lists.extend(term, array("I", (len(part),)), part, 0)
+                model.setdefault(term, []).extend(part)
+            docs.append((next_slot, slots, set(terms)))
+            next_slot += slots
+        elif op[0] == "remove" and docs:
+            number, known = op[1], op[2]
+            assert isinstance(number, int)
+            start, slots, terms = docs.pop(number % len(docs))
+            lists.remove(start, start + slots, terms | {"a"} if known else None)
+            for term in list(model):
+                gone = range(start, start + slots)
+                model[term] = [e for e in model[term] if e >> FLAG_BITS not in gone]
+                if not model[term]:
+                    del model[term]
+        elif op[0] == "freeze":
+            lists.freeze(next_slot)
+        elif op[0] == "restore":
+            lists = PostingLists.restored(*lists.dump(next_slot), next_slot)
+        for term in TERMS:
+            assert list(lists.get(term)) == model.get(term, [])
+        assert len(lists) == len(model)
