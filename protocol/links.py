@@ -94,6 +94,8 @@ _DEFINITION = re.compile(
 _ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
 _TICKS = re.compile(r"`+")
 _BRACKETS = re.compile(r"[\[\]]")
+_FLAT_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_ONE_TICK_SPAN = re.compile(r"`[^`]*`")
 _DESTINATION = re.compile(
     r"\([ \t\n]*(?:<((?:\\.|[^<>\\\n])*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))"
     r"""(?:[ \t\n]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t\n]*\)"""
@@ -125,6 +127,11 @@ _SPACES = re.compile(r"\s+")
 _LABEL_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _NOT_REFERENCE = frozenset({" ", "x", "X", ""})
 """Bracketed text that is a task box or empty, never a shortcut reference."""
+
+
+def _marked(text: str) -> bool:
+    """Whether ``text`` may hold a link or a definition (a paragraph without these holds none)."""
+    return "[" in text or "<" in text or "://" in text or "www." in text
 
 
 def _blocks(text: str) -> bool:
@@ -194,6 +201,11 @@ class Extractor:
         self.feed(section.anchor, section.text, self._line_at(start))
         self._end = stop
 
+    def skip(self, stop: int) -> None:
+        """A section up to ``stop`` that holds none of ``feed``'s marks, nor does its heading's
+        line: nothing to read in it."""
+        self._end = stop
+
     def _line_at(self, offset: int) -> int:
         body = self._body
         newline = b"\n" if isinstance(body, bytes) else "\n"
@@ -203,12 +215,16 @@ class Extractor:
 
     def feed(self, section: str, text: str, line: int) -> None:
         """One section's raw text (a heading line, or its own text), starting on ``line``."""
-        if "[" not in text and "<" not in text and "://" not in text and "www." not in text:
+        if not _marked(text):
             return
         if not _blocks(text):  # paragraphs alone: no code, no comment can start here
+            counted = 0
             for paragraph in _PARAGRAPH.finditer(text):
-                at = line + text.count("\n", 0, paragraph.start())
-                self._block(paragraph.group().split("\n"), at, section)
+                lines = paragraph.group()
+                if _marked(lines):
+                    line += text.count("\n", counted, paragraph.start())
+                    counted = paragraph.start()
+                    self._block(lines.split("\n"), line, section)
             return
         fence: tuple[str, int] | None = None
         comment = listed = False
@@ -468,6 +484,10 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
 
 def _masked(text: str) -> str:
     """``text`` with each code span and each backslash escape replaced by as many spaces."""
+    if "`" not in text and "\\" not in text:
+        return text
+    if "\\" not in text and "``" not in text:  # single backticks: each pairs with the next
+        return _ONE_TICK_SPAN.sub(_spaces, text)
     spans = _code_spans(text)
     if "\\" in text:
         spans += [m.span() for m in _ESCAPE.finditer(text)]
@@ -489,8 +509,16 @@ def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(parts)
 
 
+def _spaces(found: re.Match[str]) -> str:
+    return " " * (found.end() - found.start())
+
+
 def _closing_brackets(masked: str) -> dict[int, int]:
     """Each ``[``'s matching ``]`` (balanced) in a masked paragraph."""
+    flat = {found.start(): found.end() - 1 for found in _FLAT_BRACKETS.finditer(masked)}
+    if len(flat) == masked.count("["):  # every ``[`` closes before the next: nothing nests
+        return flat
+    del flat
     stack: list[int] = []
     out: dict[int, int] = {}
     for found in _BRACKETS.finditer(masked):

@@ -4,9 +4,11 @@ The reference walks goldmark's CommonMark AST; we get the same headings from mis
 parser with a private set of token classes that fix where it strays from CommonMark (setext
 headings in block quotes, lazy continuation lines, lenient tables, list markers, HTML block ends,
 link reference definitions followed by paragraph text). Only blocks are parsed; inline parsing
-runs on heading contents alone, which keeps indexing fast. Hostile input stays cheap and never
-raises: nesting deeper than Python's stack yields no headings, and heading sources past the
-inline limits skip mistletoe's quadratic inline parser.
+runs on heading contents alone, which keeps indexing fast. A piece whose headings can only be
+ATX lines at the margin (most of real documents) is read by a line scan instead (``_scan``),
+which finds what that parse finds (tests/protocol/test_mdparse_scan.py). Hostile input stays
+cheap and never raises: nesting deeper than Python's stack yields no headings, and heading
+sources past the inline limits skip mistletoe's quadratic inline parser.
 
 Input is a document's content (frontmatter already cut off); offsets are ``str`` indices into it.
 """
@@ -89,15 +91,23 @@ class _Heading(block_token.Heading):
 
     @classmethod
     def start(cls, line: str) -> bool:
-        match = _ATX.match(line)
-        if match is None:
+        found = _atx(line)
+        if found is None:
             return False
-        rest = line[match.end() :].rstrip("\n").rstrip(" \t")
-        bare = rest.rstrip("#")
-        if not bare or bare[-1] in " \t":
-            rest = bare.rstrip(" \t")
-        cls.level, cls.content, cls.closing_sequence = len(match.group(1)), rest, ""
+        cls.level, cls.content, cls.closing_sequence = *found, ""
         return True
+
+
+def _atx(line: str) -> tuple[int, str] | None:
+    """An ATX heading line's level and inline source (``\n``-terminated line), or None."""
+    match = _ATX.match(line)
+    if match is None:
+        return None
+    rest = line[match.end() :].rstrip("\n").rstrip(" \t")
+    bare = rest.rstrip("#")
+    if not bare or bare[-1] in " \t":
+        rest = bare.rstrip(" \t")
+    return len(match.group(1)), rest
 
 
 class _SetextHeading(block_token.SetextHeading):
@@ -673,27 +683,31 @@ def iter_headings(
     deep = _DEEP_BYTES if is_bytes else _DEEP
     if deep.search(content, start) is not None:  # type: ignore[arg-type]
         try:
-            found = list(_iter_headings(content, chunk, start))
+            found = list(_iter_headings(content, chunk, start, scan=False))
         except RecursionError:
             return
         yield from found
         return
-    yield from _iter_headings(content, chunk, start)
+    yield from _iter_headings(content, chunk, start, scan=SCAN)
 
 
-def _iter_headings(content: str | bytes, chunk: int, start: int) -> Iterator[ParsedHeading]:
-    """``iter_headings``, raising ``RecursionError`` where the nesting is too deep."""
+def _iter_headings(
+    content: str | bytes, chunk: int, start: int, scan: bool
+) -> Iterator[ParsedHeading]:
+    """``iter_headings``, raising ``RecursionError`` where the nesting is too deep; ``scan``:
+    pieces ``_scan`` can read skip mistletoe (not where the nesting may be deep: mistletoe's
+    ``RecursionError`` decides there)."""
     definitions: dict[str, Any] = {}
     complete = False  # every definition of the document is in ``definitions``
     budget = [_INLINE_BUDGET]
     line_base = 0
-    for piece in _pieces(content, chunk, start):
+    for piece in _pieces(content, chunk, start, scan):
         for key, value in piece.definitions.items():
             definitions.setdefault(key, value)  # the first definition wins
         if not complete and any("[" in source for _, source, _, _, _ in piece.sources):
             more = _DEFINITION_END_BYTES if isinstance(content, bytes) else _DEFINITION_END
             if more.search(content, piece.end):  # type: ignore[arg-type]
-                for later in _pieces(content, chunk, piece.end):
+                for later in _pieces(content, chunk, piece.end, scan=False):
                     for key, value in later.definitions.items():
                         definitions.setdefault(key, value)
             complete = True
@@ -705,9 +719,10 @@ def _iter_headings(content: str | bytes, chunk: int, start: int) -> Iterator[Par
         line_base += piece.lines
 
 
-def _pieces(content: str | bytes, chunk: int, start: int) -> Iterator[_Piece]:
+def _pieces(content: str | bytes, chunk: int, start: int, scan: bool) -> Iterator[_Piece]:
     """The block parse of ``content[start:]``, one piece at a time; the lock is held while a
-    piece is parsed, never between pieces."""
+    piece is parsed, never between pieces. With ``scan``, a piece ``_scan`` can read is read
+    so, without mistletoe."""
     top = _TOP_HEADING_BYTES if isinstance(content, bytes) else _TOP_HEADING
     newline = b"\n" if isinstance(content, bytes) else "\n"
     pos, size = start, chunk
@@ -722,6 +737,17 @@ def _pieces(content: str | bytes, chunk: int, start: int) -> Iterator[_Piece]:
         if cut < len(content) and (next_top := top.search(content, cut)):  # type: ignore[arg-type]
             end = next_top.start()
         piece = content[pos:end]
+        scanned = _scan(piece, end == len(content)) if scan else None
+        if scanned is _GROW:
+            size *= 2
+            continue
+        if scanned is not None:
+            found, count = scanned
+            base = pos - start
+            sources = [(lv, text, ln, base + at, base + stop) for lv, text, ln, at, stop in found]
+            yield _Piece(end, sources, count, {})
+            pos, size = end, chunk
+            continue
         raw, starts = _lines(piece)
         del piece
         lines = _mistletoe_lines(raw)
@@ -745,6 +771,153 @@ def _pieces(content: str | bytes, chunk: int, start: int) -> Iterator[_Piece]:
         pos, size = end, chunk
 
 
+# --- pieces without mistletoe -----------------------------------------------------------------
+
+SCAN = True
+"""Whether pieces that ``_scan`` can read skip mistletoe (tests turn it off to compare)."""
+_SCAN_LINE = re.compile(
+    r"""\n(?:
+        (?P<top>\#{1,6}(?:[ \t]|$))
+      | (?P<fence>```|~~~)
+      | (?P<bracket>[^\S\n]*\[)
+      | (?P<html>[^\S\n]*<)
+      | (?P<rule>[ \t>*+\-0-9.)]*(?:=+[ \t\r]*$|-[ \t\r]*$))
+      | [ \t>*+\-0-9.)]*\#
+      | \ {1,3}(?:```|~~~)
+    )""",
+    re.MULTILINE | re.VERBOSE,
+)
+"""After a newline, the lines ``_scan`` looks at: a heading line at the margin, a fence at the
+margin, a line starting with ``[``, a line that may open an HTML block (``HtmlBlock.start``
+reads its ``lstrip()``), a line that may underline a setext heading, all named, and the lines
+it cannot read (unnamed): any other line that may be (in) a heading (``_MAYBE_HEADING``), a
+fence that may be indented at the top level."""
+_SCAN_BLANK = re.compile(r"\n[^\S\n]*\n")
+_SCAN_RAW = re.compile(r"\s*<(?:[!?]|(?i:pre|script|style|textarea))")
+"""A line that may open an HTML block a blank line does not end (kinds 1 to 5): any other ends
+at the next blank line at the latest, opened or not (``_blank_reach``)."""
+_SCAN_FENCE_OPEN = block_token.CodeFence.pattern
+
+
+_Scanned = tuple[list[tuple[int, str, int, int, int]], int]
+_GROW: _Scanned = ([], -1)
+"""``_scan``'s answer for a piece whose parse would end in an open fence: take a larger one."""
+
+
+def _scan(piece: str | bytes, last: bool) -> _Scanned | None:
+    """A piece's heading sources and line count (as ``_pieces`` gives them, offsets from the
+    piece's start) where its headings can only be ATX lines at the left margin outside fenced
+    code at the margin, and nothing else can hide one or keep a block open at the piece's
+    end (else None: mistletoe parses it).
+
+    Such a line is a heading at the top level whatever is open before it: it interrupts a
+    paragraph, is neither lazy nor a continuation of a list item or a quote, and ends indented
+    code; only a fence, an HTML block or link reference definitions (mistletoe reads those
+    past a heading line) can hold it. So the piece is read here when: no line but those lines
+    may be a heading at all (``_MAYBE_HEADING``; a line of ``-`` or ``=`` after a blank one
+    underlines nothing), no ``]:`` (no definition), no line may open
+    an HTML block, every fence that may open at the top level is at the margin (followed
+    here as ``_CodeFence`` reads it), and, unless the piece ends the content, the last line
+    starting with ``[`` has a blank line after it and no HTML block may be open at the end
+    (mistletoe would try a larger piece: ``_parse_blocks``'s ``open_``). A fence open there
+    is known to be: the answer is then ``_GROW``."""
+    text = "\n" + (piece.decode("utf-8", "replace") if isinstance(piece, bytes) else piece)
+    if "]:" in text:
+        return None
+    headings: list[tuple[int, str, int]] = []
+    fence: str | None = None
+    bracket = -1
+    html = 0
+    """Where the text that an HTML block opened so far may hold ends."""
+    for found in _SCAN_LINE.finditer(text):
+        kind = found.lastgroup
+        if kind is None:
+            return None
+        at = found.start() + 1
+        if kind == "bracket":
+            bracket = at
+            continue
+        if kind == "rule":
+            # after a blank line no paragraph is open, in any container, for it to underline
+            if fence is None and text[text.rfind("\n", 0, at - 1) + 1 : at - 1].strip():
+                return None
+            continue
+        stop = text.find("\n", at)
+        line = text[at : stop if stop >= 0 else len(text)]
+        line = (line[:-1] if line.endswith("\r") else line) + "\n"
+        if kind == "html":
+            if fence is None:
+                reach = _html_reach(text, line, stop) if _SCAN_RAW.match(line) else 0
+                html = max(html, reach or _blank_reach(text, stop))
+            continue
+        if at < html:
+            return None  # a heading or fence line an HTML block may hold
+        if fence is not None:
+            # ``_CodeFence.read``'s closing test (a line that may close is a fence line)
+            if kind == "fence" and line.startswith(fence) and len(line.split(maxsplit=1)) == 1:
+                fence = None
+        elif kind == "fence":
+            opened = _SCAN_FENCE_OPEN.match(line)
+            if opened is not None and not (opened.group(2)[0] == "`" and "`" in opened.group(3)):
+                fence = opened.group(2)
+        elif (heading := _atx(line)) is not None and heading[1]:
+            headings.append((*heading, at - 1))
+    if fence is not None and not last:
+        return _GROW  # mistletoe's last block, the fence, would be open (``_parse_blocks``)
+    if not last and (
+        html > len(text)
+        or (bracket >= 0 and _SCAN_BLANK.search(text, text.find("\n", bracket)) is None)
+    ):
+        return None
+    count = text.count("\n") - text.endswith("\n")
+    if not headings:
+        return [], count
+    starts = None
+    if isinstance(piece, bytes) and not piece.isascii():
+        starts = [0, *accumulate(len(line) + 1 for line in piece.split(b"\n"))]
+    sources = []
+    newline = b"\n" if isinstance(piece, bytes) else "\n"
+    for level, source, at in headings:
+        number = text.count("\n", 0, at + 1) - 1
+        first = at if starts is None else starts[number]
+        end = piece.find(newline, first) + 1 or len(piece)  # type: ignore[arg-type]
+        sources.append((level, source, number, first, end))
+    return sources, count
+
+
+def _blank_reach(text: str, stop: int) -> int:
+    """Where an HTML block that a blank line ends, opened on the line ending at ``stop``, may
+    end at the latest (past the text when no blank line comes)."""
+    if stop < 0:
+        return 0
+    blank = _SCAN_BLANK.search(text, stop)
+    return len(text) + 1 if blank is None else blank.start()
+
+
+def _html_reach(text: str, line: str, stop: int) -> int:
+    """Where an HTML block opened at ``line`` (ending at ``stop`` of ``text``) may end at the
+    latest: its own line, the next blank line, or its end marker's first occurrence (0 when
+    the line opens none; past the text when the block may run to its end). A block is one
+    only where the line is at the top level; the bound holds either way."""
+    if len(line) - len(line.lstrip()) >= 4:
+        return 0
+    with _LOCK:
+        kind = _HtmlBlock.start(line)
+        end = _HtmlBlock._end_cond
+    if not kind or stop < 0:
+        return 0
+    if end is None:
+        blank = _SCAN_BLANK.search(text, stop)
+    elif _html_closed(end, line):
+        return 0
+    elif end == _RAW_HTML_END:
+        blank = _RAW_HTML_CLOSE.search(text, stop)
+    else:
+        at = text.find(end, stop)
+        return len(text) + 1 if at < 0 else at
+    return len(text) + 1 if blank is None else blank.start()
+
+
 def _unlink(tokens: Iterable[Any]) -> None:
     """Drop a block tree's parent links, so each piece's tree is freed when the next is built,
     not whenever the cycle collector runs."""
@@ -760,6 +933,8 @@ def _with_text(
 ) -> list[ParsedHeading]:
     """Each heading's text from its inline source, link references resolved against
     ``definitions``; ``budget`` is what is left of the document's inline budget."""
+    if not any(_INLINE_SYNTAX.search(text) for _, text, _, _, _ in sources):
+        return [ParsedHeading(*source) for source in sources]  # each source is its text
     with _LOCK:
         root = _new_root(definitions)
         with _patched(

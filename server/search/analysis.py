@@ -26,15 +26,15 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from bisect import bisect_left
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, count, repeat
 from typing import TYPE_CHECKING, overload
 
 from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
-from markproto.server.search.text import name_length, strip_markup, text_words, word_set
+from markproto.server.search.text import name_length, prose_words, word_set
 
 if TYPE_CHECKING:
     from markproto.protocol import mdoutline
@@ -202,7 +202,9 @@ def analyze_many(bodies: list[bytes]) -> tuple[list[Analysis], tuple[Postings, .
 class _Found:
     """Postings as they are found: one entry array and, beside it, each entry's term number,
     so a term costs its string and a few array items, not an array of its own; packed into a
-    run whenever ``RUN_TERMS`` distinct terms are held."""
+    run whenever ``RUN_TERMS`` distinct terms are held. A section's first terms are appended
+    in C (none can have an entry for it yet); later pieces of its text and its heading's words
+    merge into its entries, found by each term's latest entry (``last``)."""
 
     def __init__(self) -> None:
         self.runs: list[Postings] = []
@@ -215,40 +217,64 @@ class _Found:
         self.entries = array("I")
         self.last = array("i")
         """Per term number, the index of its latest entry."""
+        self.section = -1
+        """The section of the latest entry."""
 
-    def _room(self, terms: int) -> None:
+    def _room(self, terms: int, entry: int) -> bool:
+        """Whether ``entry``'s section has no entry in the run yet, a run packed first if
+        ``terms`` more would pass ``RUN_TERMS``."""
         if len(self.ids) + terms > RUN_TERMS and self.ids:
             self.runs.append(self._pack())
             self._start()
+        section, self.section = self.section, entry >> FLAG_BITS
+        return section != self.section
+
+    def _numbers(self, terms: Iterable[str]) -> list[int]:
+        """Each term's number, a new term given the next one (and no latest entry)."""
+        ids = self.ids
+        numbers = list(map(ids.setdefault, terms, map(len, repeat(ids))))
+        if len(ids) > len(self.last):
+            self.last.frombytes(b"\xff" * (4 * (len(ids) - len(self.last))))  # -1 each
+        return numbers
+
+    def _append(self, numbers: list[int], entries: Iterable[int]) -> None:
+        """New entries for ``numbers``, which have none for their section."""
+        first = len(self.entries)
+        self.entries.extend(entries)
+        self.of.extend(numbers)
+        deque(map(self.last.__setitem__, numbers, range(first, len(self.entries))), maxlen=0)
 
     def add_text(self, counts: Counter[str], entry: int) -> None:
         """One piece of a section's text: each term's count added to its entry for the section."""
-        self._room(len(counts))
-        ids, last, entries, of = self.ids, self.last, self.entries, self.of
+        fresh = self._room(len(counts), entry)
+        numbers = self._numbers(counts)
+        tfs: Iterable[int] = counts.values()
+        if counts and max(tfs) > TF_MAX:
+            tfs = map(min, tfs, repeat(TF_MAX))
+        if fresh:
+            self._append(numbers, map(entry.__or__, tfs))
+            return
+        last, entries, of = self.last, self.entries, self.of
         section = entry >> FLAG_BITS
-        for term, count in counts.items():
-            number = ids.get(term)
-            if number is None:
-                number = ids[term] = len(last)
-                last.append(-1)
+        for number, tf in zip(numbers, tfs, strict=True):
             at = last[number]
             if at >= 0 and entries[at] >> FLAG_BITS == section:
-                entries[at] = combine(entries[at], count if count < TF_MAX else TF_MAX)
+                entries[at] = combine(entries[at], tf)
                 continue
             last[number] = len(entries)
-            entries.append(entry | (count if count < TF_MAX else TF_MAX))
+            entries.append(entry | tf)
             of.append(number)
 
     def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
         """Or ``entry``'s flags into each term's entry for its section."""
-        self._room(len(terms))
-        ids, last, entries, of = self.ids, self.last, self.entries, self.of
+        fresh = self._room(len(terms), entry)
+        numbers = self._numbers(terms)
+        if fresh:
+            self._append(numbers, repeat(entry, len(numbers)))
+            return
+        last, entries, of = self.last, self.entries, self.of
         section = entry >> FLAG_BITS
-        for term in terms:
-            number = ids.get(term)
-            if number is None:
-                number = ids[term] = len(last)
-                last.append(-1)
+        for number in numbers:
             at = last[number]
             if at >= 0 and entries[at] >> FLAG_BITS == section:
                 entries[at] |= entry
@@ -258,15 +284,25 @@ class _Found:
             of.append(number)
 
     def _pack(self) -> Postings:
-        """Entries grouped by term (a counting sort: each term's stay in section order)."""
-        counts = array("I", bytes(4 * len(self.last)))
-        for number in self.of:
-            counts[number] += 1
-        places = array("I", accumulate(counts, initial=0))
-        out = array("I", bytes(4 * len(self.entries)))
-        for number, entry in zip(self.of, self.entries, strict=True):
-            out[places[number]] = entry
-            places[number] += 1
+        """Entries grouped by term (a counting sort: each term's stay in section order), in C
+        for a run of a few thousand terms (a dict and an iterator a term), else in arrays."""
+        of, entries, terms = self.of, self.entries, len(self.ids)
+        out = array("I", bytes(4 * len(entries)))
+        if terms <= 2 * RUN_TERMS:
+            found = Counter(of)
+            counts = array("I", map(found.__getitem__, range(terms)))
+            del found
+            places = list(map(count, accumulate(counts, initial=0)))
+            """Per term, where its next entry goes."""
+            deque(map(out.__setitem__, map(next, map(places.__getitem__, of)), entries), maxlen=0)
+        else:
+            counts = array("I", bytes(4 * terms))
+            for number in of:
+                counts[number] += 1
+            at = array("I", accumulate(counts, initial=0))
+            for number, entry in zip(of, entries, strict=True):
+                out[at[number]] = entry
+                at[number] += 1
         return Postings("\n".join(self.ids), narrow(counts), out)
 
     def seal(self) -> None:
@@ -297,18 +333,23 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
     while start < stop:
         end = stop if stop - start <= _PIECE else body.find(b"\n", start + _PIECE, stop) + 1
         end = end or stop
-        stripped = strip_markup(body[start:end].decode("utf-8", "replace"))
-        if stripped:
+        words = prose_words(body[start:end].decode("utf-8", "replace"))
+        if words is not None:
             has_text = True
-            words = text_words(stripped)
             length += len(words)
             found.add_text(Counter(words), entry)
         start = end
     return length, has_text
 
 
+_TOPS = dict(_LIMITS)
+
+
 def _wider(values: array[int], value: int) -> array[int]:
     """``values`` with ``value`` appended, in a wider type first if it needs one."""
+    if value <= _TOPS[values.typecode]:
+        values.append(value)
+        return values
     if value > _LIMITS[-1][1]:
         raise OverflowError(value)
     for code, limit in _LIMITS:
@@ -345,7 +386,24 @@ class _Headings(Sequence[str]):
         return self._outline.heading(index - at + self._first)
 
     def __iter__(self) -> Iterator[str]:
-        return map(self.__getitem__, range(self._count))
+        """In order, each part of the outline's headings cut once (``heading`` sums sizes)."""
+        outline, dropped = self._outline, self._dropped
+        gone = 0
+        section = self._first
+        part, start, loaded = "", 0, -1
+        for index in range(self._count):
+            if gone < len(dropped) and dropped[gone] == index:
+                gone += 1
+                yield ""
+                continue
+            if section // HEADINGS_PER_PART != loaded:
+                loaded = section // HEADINGS_PER_PART
+                part = outline.headings[loaded]
+                start = sum(outline.heading_sizes[section & -HEADINGS_PER_PART : section])
+            size = outline.heading_sizes[section]
+            yield part[start : start + size]
+            start += size
+            section += 1
 
 
 def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
@@ -436,6 +494,16 @@ _LINK_MARKS = (b"[", b"<", b"://", b"www.")
 """What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
 
 
+def _marked(body: bytes, start: int, stop: int) -> bool:
+    return any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+
+
+def _own_section(*fields: object) -> mdoutline.OwnSection:
+    from markproto.protocol.mdoutline import OwnSection
+
+    return OwnSection(*fields)  # type: ignore[arg-type]
+
+
 class _Links:
     """The body's links as the sections stream by, each kept as one string (``links.tail``)
     with its line and its heading's number in arrays, until the anchors are known: a
@@ -450,17 +518,22 @@ class _Links:
         self.headings = array("i")
         """Each link's heading, numbered among all headings (-1: before the first)."""
         self.tails: list[str] = []
+        self._end = 0
+        """Where the last section fed ends (the next heading's line starts there)."""
 
     def section(self, span: mdoutline.OwnSpan, heading: int) -> None:
-        """Feed one section: its own text decoded only if it may hold a link."""
+        """Feed one section: its own text decoded only if it may hold a link, and nothing at
+        all where neither it nor its heading's line may."""
         body, start, stop = self._body, span.start, span.stop
-        marked = any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
-        text = body[start:stop].decode("utf-8", "replace") if marked else ""
+        if not _marked(body, self._end, stop):
+            self._extractor.skip(stop)
+            self._end = stop
+            return
+        text = body[start:stop].decode("utf-8", "replace") if _marked(body, start, stop) else ""
         key = f"{_HEADING_KEY}{heading}" if span.level else ""
-        from markproto.protocol.mdoutline import OwnSection
-
-        own = OwnSection(key, span.heading, span.level, span.trail, text)
+        own = _own_section(key, span.heading, span.level, span.trail, text)
         self._extractor.section(start, stop, own)
+        self._end = stop
         self._keep(self._extractor.drain())
 
     def _keep(self, found: list[Link]) -> None:

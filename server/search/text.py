@@ -26,6 +26,7 @@ __all__ = [
     "field_words",
     "loose_text",
     "name_length",
+    "prose_words",
     "query_terms",
     "strip_line",
     "strip_markup",
@@ -90,11 +91,15 @@ def text_words(text: str) -> list[str]:
     out = [
         part
         for part in parts
-        if part.isalnum() and len(part) > 1 and (len(part) <= _SURELY_FITS or _utf8_fits(part))
+        if part.isalnum()
+        and 1 < len(part) <= TOKEN_MAX_BYTES
+        and (len(part) <= _SURELY_FITS or part.isascii() or len(part.encode()) <= TOKEN_MAX_BYTES)
     ]
     if odd:
         out += [
-            run for run in _SHORT_RUNS.findall(odd) if len(run) <= _SURELY_FITS or _utf8_fits(run)
+            run
+            for run in _SHORT_RUNS.findall(odd)
+            if len(run) <= _SURELY_FITS or run.isascii() or len(run.encode()) <= TOKEN_MAX_BYTES
         ]
         out += filter(_fits, _COMPOUNDS.findall(odd))
     return out
@@ -172,13 +177,30 @@ def strip_markup(raw: str) -> str:
     """
     if has_info_separators(raw):
         return "\n".join(filter(None, map(_strip_line, raw.split("\n"))))
+    text = _uncollapsed(raw)
+    return "\n".join(filter(None, [" ".join(line.split()) for line in text.split("\n")]))
+
+
+def prose_words(raw: str) -> list[str] | None:
+    """``text_words(strip_markup(raw))``, or None where the stripped text is empty: what the
+    body index reads of a section's text. Collapsing each line's whitespace and dropping empty
+    lines, stripMarkup's last step, changes no word, so it is skipped here."""
+    if has_info_separators(raw):
+        stripped = strip_markup(raw)
+        return text_words(stripped) if stripped else None
+    text = _uncollapsed(raw)
+    return text_words(text) if text and not text.isspace() else None
+
+
+def _uncollapsed(raw: str) -> str:
+    """stripMarkup of text free of info separators but its last step: each line's whitespace
+    is still as written, and lines the rules emptied are still there."""
     kept = []
     for line in raw.split("\n"):
         line = line.strip()
         if line and (line[0] not in _LINE_RULES or (line := _line_start(line))):
             kept.append(line)
-    text = _inline("\n".join(kept))
-    return "\n".join(filter(None, [" ".join(line.split()) for line in text.split("\n")]))
+    return _inline("\n".join(kept))
 
 
 def loose_text(raw: str) -> str:

@@ -128,6 +128,27 @@ def test_any_body_reads_without_an_error(body: str) -> None:
     extract(body.encode("utf-8", "surrogatepass"))
 
 
+_SYNTAX = st.text(alphabet="ab `\\[]()<>!\n", max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_SYNTAX)
+def test_the_masking_shortcuts_equal_the_general_rules(text: str) -> None:
+    """Single backticks pair in order and unnested brackets close at the next ``]``: the
+    shortcuts for those give what the general code span and bracket rules give."""
+    spans = links._code_spans(text) + [m.span() for m in links._ESCAPE.finditer(text)]
+    masked = links._blanked(text, spans)
+    assert links._masked(text) == masked
+    stack: list[int] = []
+    want: dict[int, int] = {}
+    for at, char in enumerate(masked):
+        if char == "[":
+            stack.append(at)
+        elif char == "]" and stack:
+            want[stack.pop()] = at
+    assert links._closing_brackets(masked) == want
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_TEXT, st.sampled_from(["a.md", "../b/c.md", "/d/", "#e"])), max_size=8))
 def test_every_link_written_in_prose_is_found_once(pairs: list[tuple[str, str]]) -> None:

@@ -18,6 +18,7 @@ from markproto.server.search.text import (
     catalog_terms,
     field_words,
     loose_text,
+    prose_words,
     query_terms,
     strip_line,
     strip_markup,
@@ -217,6 +218,13 @@ MARKDOWN = st.text(
 @given(MARKDOWN)
 def test_strip_markup_equals_the_per_line_rules(raw: str) -> None:
     assert strip_markup(raw) == oracle_strip(raw)
+
+
+@settings(max_examples=400, deadline=None)
+@given(MARKDOWN)
+def test_prose_words_are_the_words_of_the_stripped_text(raw: str) -> None:
+    stripped = strip_markup(raw)
+    assert prose_words(raw) == (text_words(stripped) if stripped else None)
 
 
 @settings(max_examples=400, deadline=None)
