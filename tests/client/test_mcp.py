@@ -532,7 +532,7 @@ def respond(status: str, meta: dict[str, str] | None = None, body: bytes = b"") 
 
 @asynccontextmanager
 async def scripted(answer: Answer, mode: str) -> AsyncIterator[Session]:
-    client = Client(ScriptedPool(answer), attempts=1)  # type: ignore[arg-type]
+    client = Client(ScriptedPool(answer), attempts=1, rate_wait=0.0)  # type: ignore[arg-type]
     async with session(client, parse_url("mark://example.org"), mode) as opened:
         yield opened
 
