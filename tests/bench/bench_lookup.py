@@ -275,7 +275,7 @@ def startup(say: Report, root: Path, mb: float) -> tuple[Lookup, Content]:
     rows = []
     for label, workers in (
         ("background build on a thread", 0),
-        ("background build, 2 worker processes (past 16 MB)", 2),
+        ("background build, 2 worker processes allowed (they start past 64 MiB of bodies)", 2),
     ):
         seconds, cpu, lookup, content = cold_start(root, workers=workers)
         rows.append(
