@@ -42,8 +42,9 @@ from markproto.client.errors import (
     Unreachable,
 )
 from markproto.client.trust import Plan, Verification
+from markproto.protocol.datagrams import queued
 from markproto.protocol.digests import fingerprint
-from markproto.protocol.limits import ALPN, DATAGRAM_MAX, READ_BATCH
+from markproto.protocol.limits import ALPN
 
 _GIVE_UP = 0
 """Application error code on streams the client abandons (timeout, oversize response)."""
@@ -226,14 +227,7 @@ class ClientProtocol(QuicConnectionProtocol):
         for a large response cost an acknowledgement pass and a loop turn per datagram."""
         quic, clock = self.quic, self.loop.time
         quic.receive_datagram(cast(bytes, data), addr, now=clock())
-        for _ in range(READ_BATCH - 1):
-            try:
-                data, addr = self._socket.recvfrom(DATAGRAM_MAX)
-            except BlockingIOError:  # nothing more queued
-                break
-            except OSError as exc:  # as the transport would have: an ICMP error, say
-                self.error_received(exc)
-                break
+        for data, addr in queued(self._socket.recvfrom, self.error_received):
             quic.receive_datagram(data, addr, now=clock())
         self._process_events()
         self.transmit()

@@ -56,8 +56,7 @@ OUTLINE_THRESHOLD: Final = 8 * 1024
 
 READ_BATCH: Final = 32
 """Datagrams a QUIC endpoint (server or client) reads off its socket before it transmits, once
-per connection. asyncio's datagram transport reads one a loop turn and aioquic transmits after
-each, so an upload or a large response cost a pass over every stream, an acknowledgement and a
-loop turn per datagram; the bound keeps what is handled before anyone hears back to a few ms."""
+per connection (`datagrams.queued`); the bound keeps what is handled before anyone hears back to
+a few ms."""
 DATAGRAM_MAX: Final = 65535
 """The largest UDP payload: what a read off the socket asks for."""

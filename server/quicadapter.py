@@ -44,7 +44,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
 
-from markproto.protocol.limits import DATAGRAM_MAX, READ_BATCH
+from markproto.protocol.datagrams import queued
 
 
 class _Gated(Limit):
@@ -241,14 +241,7 @@ class Listener(QuicServer):
         self.batch.reading = True
         try:
             self.arrived(data, addr)
-            for _ in range(READ_BATCH - 1):
-                try:
-                    data, addr = self._socket.recvfrom(DATAGRAM_MAX)
-                except BlockingIOError:  # nothing more queued
-                    break
-                except OSError as exc:  # as the transport would have: an ICMP error, say
-                    self.error_received(exc)
-                    break
+            for data, addr in queued(self._socket.recvfrom, self.error_received):
                 self.arrived(data, addr)
         finally:
             self.batch.reading = False

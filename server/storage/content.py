@@ -346,7 +346,7 @@ class Content:
         """One of this server's writes is done: into the snapshot now, into the indexes now
         or, during a burst or for a large body, after it on the backlog's thread (analysing a
         megabyte takes about a second, which the event loop must not spend)."""
-        self._take(version, later=self._in_flight > 0 or len(version.body) >= INLINE_INDEX_MAX)
+        self._take(version, later=self._in_flight > 0 or _large(version))
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, fn, *args)
@@ -486,7 +486,7 @@ class Content:
                 if before is not None and not before.archived:
                     self._tell(_change(before, OP_ARCHIVE))
             else:  # a large body found on disk is analysed off the loop, as a written one is
-                self._take(version, later=len(version.body) >= INLINE_INDEX_MAX)
+                self._take(version, later=_large(version))
                 updated.append(path)
                 change = _scanned(before, version)
                 if change is not None:
@@ -523,6 +523,11 @@ class _Job(Generic[T]):
             self.done.set_result(self.outcome[0])
         else:
             self.done.set_exception(self.error or RuntimeError("write not run"))
+
+
+def _large(version: Version) -> bool:
+    """A body whose analysis goes to the backlog's thread, never the event loop."""
+    return len(version.body) >= INLINE_INDEX_MAX
 
 
 def _scanned(before: CurrentVersion | None, after: Version) -> Change | None:
