@@ -55,7 +55,7 @@ _PATH_NOT_UTF8 = "request path is not valid UTF-8"
 class Request:
     """One request. Raises ``MalformedRequest`` for a verb outside ``VERBS``, a path that does
     not start with ``/``, holds a control character other than TAB, is not UTF-8 text or is
-    over ``MAX_PATH`` bytes, and metadata that is not UTF-8 text."""
+    over ``MAX_PATH`` bytes, and metadata that is not UTF-8 text or has the key ``<<``."""
 
     verb: str
     path: str
@@ -70,6 +70,8 @@ class Request:
             _check_path(self.path)
         if self.meta:
             _check_meta(self.meta, MalformedRequest)
+            if yamlfm.MERGE_KEY in self.meta:  # emitted plain, it would read back as a merge
+                raise MalformedRequest(yamlfm.MERGE_KEY_REFUSED)
 
 
 @dataclass(frozen=True, slots=True)

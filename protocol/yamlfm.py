@@ -346,6 +346,9 @@ def emit(meta: Mapping[str, str]) -> str:
 _PLAIN_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _STR_TAG = "tag:yaml.org,2002:str"
 _UNTAGGED_PLAIN = "!untagged-plain"
+MERGE_KEY = "<<"
+MERGE_KEY_REFUSED = "merge keys are not supported in metadata"
+"""A request key ``<<`` is written plain, which YAML reads as a merge: refused both ways."""
 _FAST_LINE = re.compile(
     r"([a-z0-9][a-z0-9-]*):"
     r"(?: ([A-Za-z0-9_./+=](?:[A-Za-z0-9_./+=,@-]| (?=[^ ])|:(?=[^ ]))*)"
@@ -424,8 +427,8 @@ def _load_full(block: str) -> dict[str, str]:
         seen.add(ident)
     meta: dict[str, str] = {}
     for key, value in pairs:
-        if key.tag == _UNTAGGED_PLAIN and key.value == "<<":
-            raise MalformedRequest("merge keys are not supported in metadata")
+        if key.tag == _UNTAGGED_PLAIN and key.value == MERGE_KEY:
+            raise MalformedRequest(MERGE_KEY_REFUSED)
         if not _is_null(key):
             meta[_text(key)] = "" if _is_null(value) else _text(value)
     return meta

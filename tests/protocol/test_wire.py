@@ -251,6 +251,7 @@ ANY_TEXT = st.text(st.characters(codec="utf-8") | st.sampled_from("\n\r\t\x00\x7
     ANY_TEXT,
     st.dictionaries(ANY_TEXT, ANY_TEXT, max_size=3),
 )
+@example("APPEND", "", {"<<": ""})  # found by this test: a merge key is refused at construction
 def test_whatever_can_be_made_parses_back_as_itself(
     verb: str, path: str, meta: dict[str, str]
 ) -> None:
