@@ -192,6 +192,9 @@ def merged(value: object) -> object:
         if isinstance(part, array):
             return (part.typecode, part.tobytes())
         if isinstance(part, tuple | list):
+            if part and all(isinstance(item, Postings) for item in part):
+                runs.extend(part)  # however many runs, one set of postings
+                return "postings"
             return tuple(rest(item) for item in part)
         return part
 
