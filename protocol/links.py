@@ -395,7 +395,7 @@ class Extractor:
         masked = _masked(text)
         """``text`` with its code spans and backslash escapes blanked (the same offsets): where
         link syntax is looked for. Labels and targets are read from ``text``."""
-        closing = _Closing(masked)
+        closing = _closing_brackets(masked) if len(masked) < _SMALL else _Closing(masked)
         taken = array("I")
         """Where links and comments start and end, ascending (kept only if ``bare``): a bare
         URL there is none of its own."""
@@ -616,6 +616,30 @@ def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
 
 def _spaces(found: re.Match[str]) -> str:
     return " " * (found.end() - found.start())
+
+
+_SMALL = 1 << 14
+"""A paragraph this long holds its brackets' matches in a dict (faster); a longer one in
+arrays (``_Closing``)."""
+
+
+def _closing_brackets(masked: str) -> dict[int, int]:
+    """``_Closing`` as a dict, for a short paragraph."""
+    if "[" not in masked:
+        return {}
+    flat = {found.start(): found.end() - 1 for found in _FLAT_BRACKETS.finditer(masked)}
+    if len(flat) == masked.count("["):  # every ``[`` closes before the next: nothing nests
+        return flat
+    del flat
+    stack: list[int] = []
+    out: dict[int, int] = {}
+    for found in _BRACKETS.finditer(masked):
+        at = found.start()
+        if masked[at] == "[":
+            stack.append(at)
+        elif stack:
+            out[stack.pop()] = at
+    return out
 
 
 class _Closing:

@@ -182,6 +182,7 @@ def test_the_masking_shortcuts_equal_the_general_rules(text: str) -> None:
             stack.append(at)
         elif char == "]" and stack:
             want[stack.pop()] = at
+    assert links._closing_brackets(masked) == want
     closing = links._Closing(masked)
     for at, char in enumerate(masked):
         if char == "[":
