@@ -309,6 +309,7 @@ class Content:
             if job.done.done() and not job.done.cancelled():
                 outcome = job.done.result()  # it landed as the wait was cancelled: it counts
             else:
+                job.done.cancel()  # (the task's cancel did already): `_land` knows nobody waits
                 with self._queue_lock:
                     waiting = not job.taken
                     if waiting:
