@@ -47,7 +47,7 @@ from markproto.server.search.catalog import Entry, SavedEntry
 from markproto.server.search.postings import PostingLists
 from markproto.server.search.text import loose_text, name_length, strip_line
 
-__all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Weights", "snippet"]
+__all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Ranking", "Weights", "snippet"]
 
 MAX_SLOTS = 1 << (32 - FLAG_BITS)
 DumpedDoc = tuple[SavedEntry, str, int, tuple[Any, ...]]
@@ -189,6 +189,18 @@ class Hit:
             return ""
         start, end = self.doc.outline.span(self.section)
         return snippet(body[start:end].decode("utf-8", "replace"), terms, rarity)
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """A query's rows (iterated: best first, lazily) and each term's rarity, its inverse
+    document frequency over the whole index (what a snippet weighs terms by)."""
+
+    rarity: list[float]
+    hits: Iterator[Hit]
+
+    def __iter__(self) -> Iterator[Hit]:
+        return self.hits
 
 
 def _slots(entries: array[int]) -> array[int]:
@@ -398,23 +410,17 @@ class BodyIndex:
 
     # -- queries ----------------------------------------------------------------------------------
 
-    def rarity(self, terms: Sequence[str]) -> list[float]:
-        """Each term's inverse document frequency over the whole index."""
-        return self._idf([self._postings.get(term) for term in terms])
-
     def _idf(self, lists: Sequence[array[int]]) -> list[float]:
         n = self._sections
         return [math.log(1 + (n - len(found) + 0.5) / (len(found) + 0.5)) for found in lists]
 
-    def rank(
-        self, terms: Sequence[str], accept: Callable[[Entry], bool] | None = None
-    ) -> Iterator[Hit]:
+    def rank(self, terms: Sequence[str], accept: Callable[[Entry], bool] | None = None) -> Ranking:
         """Rows for the query terms among accepted documents (all, when ``accept`` is None),
         best first, ties by path then anchor, at most ``LOOKUP_MAX``; lazily, as a LOOKUP
         usually shows only the first few. Statistics (N, df, mean lengths) are the whole
         index's."""
         if not terms:
-            return iter(())
+            return Ranking([], iter(()))
         lists = [self._postings.get(term) for term in terms]
         holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
         bare = set.intersection(*holders)
@@ -427,7 +433,7 @@ class BodyIndex:
         sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
         if accept is not None:
             bare = {start for start in bare if accept(self._docs[start].entry)}
-        return self._ranked(sections + self._score_bare(bare, idf, lists))
+        return Ranking(idf, self._ranked(sections + self._score_bare(bare, idf, lists)))
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]

@@ -241,13 +241,13 @@ class Lookup:
             return in_scope(entry.path, scope) and all(c.holds(entry) for c in clauses)
 
         terms = query_terms(query.text)
-        rarity = self.bodies.rarity(terms)
         everything = scope == "/" and not clauses
-        for hit in self.bodies.rank(terms, None if everything else accept):
+        ranking = self.bodies.rank(terms, None if everything else accept)
+        for hit in ranking:
             if len(rows) == limit:
                 break
             if readable(hit.entry.path):
-                rows.append(_body_row(hit, terms, rarity, load))
+                rows.append(_body_row(hit, terms, ranking.rarity, load))
         return rows
 
 

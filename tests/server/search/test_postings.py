@@ -59,3 +59,26 @@ def test_posting_lists_are_what_a_dict_says(ops: list[tuple[object, ...]]) -> No
         for term in TERMS:
             assert list(lists.get(term)) == model.get(term, [])
         assert len(lists) == len(model)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sets(st.text("abcé\U0001f600", min_size=1, max_size=4), max_size=150), max_size=4),
+    st.sets(st.text("abcé\U0001f600", min_size=1, max_size=4), max_size=30),
+)
+def test_a_vocabulary_of_many_blocks_finds_every_term(
+    batches: list[set[str]], absent: set[str]
+) -> None:
+    """Past ``SAMPLE`` frozen terms a lookup goes through the sample: every term in every block
+    (its first, its last, the segment's last), after merges into a frozen segment and a restore."""
+    lists, model = PostingLists(), {}
+    for slot, batch in enumerate(batches):
+        for term in sorted(batch):
+            entry = array("I", (slot << FLAG_BITS | 1,))
+            lists.extend(term, array("I", (1,)), entry, 0)
+            model.setdefault(term, []).extend(entry)
+        lists.freeze(slot + 1)
+        for copy in (lists, PostingLists.restored(*lists.dump(slot + 1), slot + 1)):
+            for term in model.keys() | absent:
+                assert list(copy.get(term)) == model.get(term, [])
+            assert len(copy) == len(model)
