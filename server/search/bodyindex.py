@@ -11,8 +11,8 @@ every live document has a slot (a 24-bit number; slots only grow, so a new docum
 come after every other's), and a term's postings are one ``array('I')`` of entries
 ``slot << 8 | flags``, sorted, so matching is set algebra in C. A document keeps its analysis's
 outline (section spans, word counts, headings) and nothing that its body can give again: a
-snippet is cut again from the body for each row shown, and removal is given the terms of the
-body indexed (analysed again, off the event loop) or else searches every term for its slots. A
+snippet is cut again from the body for each row shown, and removal needs only the document's
+slots (``PostingLists.remove``: a range cut out of the frozen segment, a search of the tail). A
 term left without postings is dropped, so the vocabulary never outgrows the live documents; when
 slots run out, the live ones are renumbered from 0 (in order, so every array stays sorted).
 """
@@ -25,7 +25,7 @@ import math
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import and_, contains, rshift
@@ -295,8 +295,7 @@ class BodyIndex:
         self, docs: Sequence[tuple[Entry, str, Analysis]], runs: Sequence[Postings]
     ) -> None:
         """Index the documents of one ``analyze_many`` batch (distinct paths) and its runs of
-        postings. A document indexed before is removed first (a caller that has its terms
-        removes it with them first, which is cheaper)."""
+        postings. A document indexed before is removed first."""
         for entry, _, _ in docs:
             self.remove(entry.path)
         need = sum(analysis.slots for _, _, analysis in docs)
@@ -337,15 +336,14 @@ class BodyIndex:
         start = self._paths.get(path)
         return None if start is None else self._docs[start].content_hash
 
-    def remove(self, path: str, terms: Iterable[str] | None = None) -> None:
-        """Forget a document. ``terms`` are its terms (``Analysis.terms`` of the body indexed,
-        a superset will do); without them every term's postings are searched for its slots."""
+    def remove(self, path: str) -> None:
+        """Forget a document (its postings by slot range, ``PostingLists.remove``)."""
         start = self._paths.pop(path, None)
         if start is None:
             return
         doc = self._docs.pop(start)
         del self._starts[bisect_left(self._starts, start)]
-        self._postings.remove(start, start + doc.slots, terms)
+        self._postings.remove(start, start + doc.slots)
         if self._postings.due():
             self.freeze()
         for term in doc.entry.terms:
@@ -518,18 +516,20 @@ class BodyIndex:
         starts, docs = self._starts, self._docs
         in_heading, in_trail, tf_max = IN_HEADING, IN_TRAIL, TF_MAX
         out: list[tuple[float, int, int]] = []
+        append = out.append
         end, skip = -1, True
         start, lengths, heads, prior, terms = 0, _NOBODY, b"", 0.0, plain
         for key in keys:
             if key >= end:  # the next document: keys are sorted
                 start = starts[bisect_right(starts, key) - 1]
                 doc = docs[start]
-                lengths = doc.lengths
+                outline = doc.outline
+                lengths = outline.lengths
                 end = start + (len(lengths) or 1)
                 skip = start in bare or (accept is not None and not accept(doc.entry))
                 if skip:
                     continue
-                heads, prior = doc.heads, -doc.prior
+                heads, prior = outline.heads, -doc.prior
                 terms = plain
                 if start in titled:
                     terms = [
@@ -541,18 +541,16 @@ class BodyIndex:
             section = key - start
             text = 1 / (text_c + text_slope * lengths[section])
             raw = 0.0
-            for weight, get, in_doc in terms:
+            for weight, get, x in terms:  # x: the field weight of the title alone, if any
                 flag = get(key, 0)
                 # a heading, an ancestor's or the title: one field per term, the nearest
                 if flag & in_heading:
                     x = heading_weight / (head_c + head_slope * heads[section])
                 elif flag & in_trail:
                     x = trail
-                else:
-                    x = in_doc
                 x += text * (flag & tf_max)
                 raw += weight * x / (k1 + x)
-            out.append((raw * prior, start, section))
+            append((raw * prior, start, section))
         return out
 
     def _score_bare(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from itertools import accumulate, repeat
 from operator import add
 
@@ -161,18 +161,16 @@ class PostingLists:
             begin = stop
         self._tail_entries += len(entries)
 
-    def remove(self, low: int, high: int, terms: Iterable[str] | None) -> None:
-        """Forget the entries of slots ``[low, high)`` (one document's). ``terms`` are the terms
-        that may have them (None: any)."""
+    def remove(self, low: int, high: int) -> None:
+        """Forget the entries of slots ``[low, high)`` (one document's): a dead range in the
+        frozen segment, else a search of every term of the tail (the writes since the last
+        merge: a document's own terms are not kept, and to analyse it again costs more)."""
         if low < self._top:
             insort(self._dead, (low, high))
             return
         tail = self._tail
         low, high = low << _SHIFT, high << _SHIFT
-        for term in list(tail) if terms is None else terms:
-            found = tail.get(term)
-            if found is None:
-                continue
+        for term, found in list(tail.items()):
             begin = bisect_left(found, low)
             stop = bisect_left(found, high, begin)
             self._tail_entries -= stop - begin
