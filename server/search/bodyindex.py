@@ -223,12 +223,9 @@ def _flags(entries: array[int]) -> bytes:
     return memoryview(entries).cast("B")[0::4].tobytes()
 
 
-def _flags_for(entries: array[int], keys: set[int]) -> dict[int, int]:
-    """A map holding the flags of those ``keys`` present in ``entries``: by bisection when
-    ``keys`` are few, else all the entries (a superset is as good to look keys up in)."""
-    if len(keys) * 8 >= len(entries):
-        return dict(zip(_slots(entries), _flags(entries), strict=True))
-    return _probe(entries, keys)
+def _flag_map(entries: array[int]) -> dict[int, int]:
+    """Slot -> flags of every entry, in C."""
+    return dict(zip(_slots(entries), _flags(entries), strict=True))
 
 
 def _probe(entries: array[int], keys: set[int]) -> dict[int, int]:
@@ -422,11 +419,7 @@ class BodyIndex:
         lists = [self._postings.get(term) for term in terms]
         holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
         bare = set.intersection(*holders)
-        keys, probed = self._match(lists, holders, bare)
-        flags = [
-            found if found is not None else _flags_for(entries, keys)
-            for entries, found in zip(lists, probed, strict=True)
-        ]
+        keys, flags = self._match(lists, holders, bare)
         idf = self._idf(lists)
         sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
         if accept is not None:
@@ -435,16 +428,16 @@ class BodyIndex:
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
-    ) -> tuple[set[int], list[dict[int, int] | None]]:
-        """The matching section slots and, per term probed by bisection, the flags found (of
-        slots that may not all match).
+    ) -> tuple[set[int], list[dict[int, int]]]:
+        """The matching section slots and, per term, the flags of the slots it was looked up
+        for (a superset of the matching ones that hold it).
 
         A section matches when every term is in its text or trail or in its document's tags or
         title (then at least one is in text or trail, or the document is a bare row). So the
         candidates are the sections of the term with the fewest (its postings, plus every
         section of the documents whose tags or title hold it), narrowed term by term: a few
-        candidates are probed in a long postings list by bisection, many are intersected with
-        its slots in C."""
+        candidates are probed in a long postings list by bisection, many are looked up in a map
+        of all its entries built in C (which gives the flags the scoring needs too)."""
         docs, starts = self._docs, self._starts
         per_doc = self._sections / len(docs) if docs else 0.0
 
@@ -453,18 +446,20 @@ class BodyIndex:
             return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
-        probed: list[dict[int, int] | None] = [None] * len(lists)
-        keys = set(_slots(lists[order[0]]))
+        flags: list[dict[int, int]] = [{}] * len(lists)
+        flags[order[0]] = _flag_map(lists[order[0]])
+        keys = set(flags[order[0]])
         for start in holders[order[0]]:
             if start not in bare:
                 keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
             entries = lists[j]
             if len(keys) * _PROBE < len(entries):
-                found = probed[j] = _probe(entries, keys)
+                found = flags[j] = _probe(entries, keys)
                 present = set(found)
             else:
-                present = keys.intersection(_slots(entries))
+                found = flags[j] = _flag_map(entries)
+                present = set(filter(found.__contains__, keys))
             held = holders[j]
             rest = keys.difference(present) if held else ()
             if rest:
@@ -478,7 +473,7 @@ class BodyIndex:
                         key for key in rest if starts[bisect_right(starts, key) - 1] in held
                     )
             keys = present
-        return keys, probed
+        return keys, flags
 
     # -- ranking ----------------------------------------------------------------------------------
 
