@@ -94,7 +94,8 @@ def fingerprint() -> str:
 
 
 def save(file: Path, root: Path, saved: Saved) -> None:
-    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new)."""
+    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new). Any
+    thread: nothing in ``saved`` changes after ``build.saved_form`` made it."""
     data = {
         "format": FORMAT,
         "fingerprint": fingerprint(),
@@ -109,7 +110,9 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         "next_slot": saved.next_slot,
     }
     file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    durable.replace(str(file), pickle.dumps(data, protocol=5) + saved.entries.tobytes(), mode=0o600)
+    # the entries written from their own array: a copy would be the largest transient of a save
+    parts: list[bytes | memoryview] = [pickle.dumps(data, protocol=5), memoryview(saved.entries)]
+    durable.replace(str(file), parts, mode=0o600)
 
 
 def load(file: Path, root: Path) -> Saved | None:
