@@ -22,7 +22,7 @@ import sys
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from markproto import durable
 
@@ -110,9 +110,17 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         "next_slot": saved.next_slot,
     }
     file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # the entries written from their own array: a copy would be the largest transient of a save
-    parts: list[bytes | memoryview] = [pickle.dumps(data, protocol=5), memoryview(saved.entries)]
-    durable.replace(str(file), parts, mode=0o600)
+
+    def write(out: BinaryIO) -> None:
+        # Streamed: the pickler hands the file one frame at a time (letting other threads run
+        # between them), then the entries go from their own array; made whole in memory first,
+        # a save's transient was twice the file.
+        pickler = pickle.Pickler(out, protocol=5)
+        pickler.fast = True  # no memo of every object written (plain data, no cycles)
+        pickler.dump(data)
+        saved.entries.tofile(out)
+
+    durable.replace(str(file), write, mode=0o600)
 
 
 def load(file: Path, root: Path) -> Saved | None:
