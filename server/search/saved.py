@@ -21,6 +21,7 @@ import pickle
 import sys
 from array import array
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -80,16 +81,19 @@ def file_for(state_dir: Path, root: Path) -> Path:
     return state_dir / "index" / f"{key}.pickle"
 
 
+@cache
 def fingerprint() -> str:
-    """The code a saved index depends on: the rules' sources and mistletoe's version."""
+    """The code a saved index depends on: the rules' sources and mistletoe's version. Once per
+    process: the code that runs is the code read first (an upgrade in place takes a restart),
+    and a save while serving then reads no source and imports nothing."""
     digest = hashlib.sha256(f"{FORMAT}\n".encode())
     for name in _RULES:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None
         digest.update(Path(spec.origin).read_bytes())
-    from importlib.metadata import version  # imported here: only a build or a stop needs it
+    import mistletoe  # its own version string (importlib.metadata is 22 modules, 2 MiB at once)
 
-    digest.update(version("mistletoe").encode())
+    digest.update(mistletoe.__version__.encode())
     return digest.hexdigest()
 
 
