@@ -666,7 +666,9 @@ def part1(runs: list[Growth], before: list[Growth]) -> list[str]:
     )
     return [
         "**1. RSS growth per body byte.** The server and its index workers together (every"
-        " process below the bench, from /proc), as growth over the empty server: peak sampled"
+        " process below the bench, from /proc), as growth over the empty server (settled after"
+        " one answered FETCH: ours has then imported what documents and LOOKUP need, `app.WARM`,"
+        " about 2.5 MiB that main imports with the first PUBLISH and LOOKUP instead): peak sampled"
         f" every 50 ms (and the server's VmHWM), settled {SETTLE_S:.0f} s after the last write"
         " (the server trims after two quiet 2 s intervals). x1 and x5 are one PUBLISH at a time,"
         " x20 eight in flight (a burst: the server holds the index work back and catches up"
