@@ -65,10 +65,13 @@ WARM = (
 once the server is idle after its first answer (``warm``), not before it, so an empty server
 answers as soon as the echo server would, and its settled memory is what it will hold once it
 serves documents (docs/PERFORMANCE.md, "Board budget")."""
-WARM_DELAY = 0.25
-"""Seconds after the first request before ``WARM`` is imported (the answer is out by then)."""
+WARM_DELAY = 1.0
+"""Seconds after the first request before ``WARM`` is imported: the answer is out by then, and
+a client whose first attempt timed out has had time to try again (imported without saved
+bytecode, ``WARM`` takes about 0.5 s of CPU that the event loop would share)."""
 WARM_IDLE = 5.0
-"""Seconds after binding before ``WARM`` is imported when no request has come."""
+"""Seconds after binding before ``WARM`` is imported when no request has come. Either way the
+start-up build (a restore) finishes first."""
 FIRST_TOKEN_LABEL = "owner"
 INTERRUPTED = 130
 """The exit status after Ctrl-C (128 + SIGINT), as a shell reports a program it interrupted."""
@@ -236,8 +239,7 @@ class App:
             self.watch.start()  # its heartbeat timer, once there is a server to beat for
         names = devcert.names(self._cert[0].read_bytes())
         lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
-        self._tasks.append(asyncio.create_task(self._building(self._build)))
-        self._tasks.append(asyncio.create_task(_warm(asked)))
+        self._tasks.append(asyncio.create_task(self._building(self._build, asked)))
         self._tasks.append(asyncio.create_task(self._every(TRIM_INTERVAL, self._trim_after_writes)))
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
@@ -298,12 +300,13 @@ class App:
             log.info("generated a self-signed certificate", extra={"file": str(cert)})
         return cert, key
 
-    async def _building(self, build: Build) -> None:
+    async def _building(self, build: Build, asked: asyncio.Event) -> None:
         try:
             await build.run()
         except Exception:
             log.exception("building the lookup index failed: LOOKUP stays unavailable")
         await _trim()
+        await _warm(asked)
 
     async def _trim_after_writes(self) -> None:
         """Once a run of writes is over (no change for a whole interval, the index work it held
@@ -441,8 +444,9 @@ class App:
 
 async def _warm(asked: asyncio.Event) -> None:
     """Import ``WARM`` on a thread once the server has answered (or waited) a while."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asked.wait(), WARM_IDLE)
+    if not asked.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asked.wait(), WARM_IDLE)
     await asyncio.sleep(WARM_DELAY)
     await asyncio.to_thread(lambda: [__import__(name) for name in WARM])
     await _trim()

@@ -913,8 +913,8 @@ def part4(base: Path, count: int) -> list[str]:
         f"Target <= {START_TARGET}x: time {verdict(ours_s / echo_s <= START_TARGET)}, RSS"
         f" {verdict(max(ours_rss / echo_rss, ours_warm / echo_warm) <= START_TARGET)}. Ours"
         " imports what a document's analysis and LOOKUP need (`app.WARM`, about 36 modules)"
-        f" {1000 * WARM_DELAY:.0f} ms after its first request, on a thread, so the later column"
-        " holds them: the memory it keeps once it serves documents.",
+        f" {WARM_DELAY:.0f} s after its first request (the start-up build done), on a thread, so"
+        " the later column holds them: the memory it keeps once it serves documents.",
     ]
 
 
