@@ -360,7 +360,7 @@ class BodyIndex:
         form, content hash, first slot and outline fields; every term's postings in two flat
         arrays; the next slot."""
         docs = [
-            (doc.entry.saved(), doc.content_hash, doc.start, dataclasses.astuple(doc.outline))
+            (doc.entry.saved(), doc.content_hash, doc.start, _shallow(doc.outline))
             for doc in self._docs.values()
         ]
         terms, counts, entries = self._postings.dump(self._next_slot)
@@ -602,3 +602,9 @@ class BodyIndex:
 def _title_length(entry: Entry) -> int:
     """The length of a document's field of tags and title (``text.name_length``)."""
     return name_length((*entry.tags, entry.title), entry.terms)
+
+
+def _shallow(outline: Outline) -> tuple[Any, ...]:
+    """``outline``'s fields as they are (``astuple`` would deep-copy every array: the save
+    made while serving does this on the event loop)."""
+    return tuple(getattr(outline, field.name) for field in dataclasses.fields(outline))

@@ -21,8 +21,9 @@ import pickle
 import sys
 from array import array
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from markproto import durable
 
@@ -80,21 +81,25 @@ def file_for(state_dir: Path, root: Path) -> Path:
     return state_dir / "index" / f"{key}.pickle"
 
 
+@cache
 def fingerprint() -> str:
-    """The code a saved index depends on: the rules' sources and mistletoe's version."""
+    """The code a saved index depends on: the rules' sources and mistletoe's version. Once per
+    process: the code that runs is the code read first (an upgrade in place takes a restart),
+    and a save while serving then reads no source and imports nothing."""
     digest = hashlib.sha256(f"{FORMAT}\n".encode())
     for name in _RULES:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None
         digest.update(Path(spec.origin).read_bytes())
-    from importlib.metadata import version  # imported here: only a build or a stop needs it
+    import mistletoe  # its own version string (importlib.metadata is 22 modules, 2 MiB at once)
 
-    digest.update(version("mistletoe").encode())
+    digest.update(mistletoe.__version__.encode())
     return digest.hexdigest()
 
 
 def save(file: Path, root: Path, saved: Saved) -> None:
-    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new)."""
+    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new). Any
+    thread: nothing in ``saved`` changes after ``build.saved_form`` made it."""
     data = {
         "format": FORMAT,
         "fingerprint": fingerprint(),
@@ -109,7 +114,17 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         "next_slot": saved.next_slot,
     }
     file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    durable.replace(str(file), pickle.dumps(data, protocol=5) + saved.entries.tobytes(), mode=0o600)
+
+    def write(out: BinaryIO) -> None:
+        # Streamed: the pickler hands the file one frame at a time (letting other threads run
+        # between them), then the entries go from their own array; made whole in memory first,
+        # a save's transient was twice the file.
+        pickler = pickle.Pickler(out, protocol=5)
+        pickler.fast = True  # no memo of every object written (plain data, no cycles)
+        pickler.dump(data)
+        saved.entries.tofile(out)
+
+    durable.replace(str(file), write, mode=0o600)
 
 
 def load(file: Path, root: Path) -> Saved | None:
