@@ -19,6 +19,7 @@ import logging
 import os
 import pickle
 import sys
+import time
 from array import array
 from dataclasses import dataclass
 from functools import cache
@@ -35,6 +36,9 @@ __all__ = ["FORMAT", "Saved", "SavedDoc", "file_for", "fingerprint", "load", "sa
 log = logging.getLogger("markproto.server.search.saved")
 
 FORMAT = 3
+STALE_TEMP = 3600.0
+"""Seconds after which a temporary file in the index folder is a save a crash cut short (a save
+takes seconds; servers of other roots may share the folder, so a younger one may be theirs)."""
 _RULES = (
     "markproto.protocol.gotext",
     "markproto.protocol.mdparse",
@@ -114,6 +118,7 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         "next_slot": saved.next_slot,
     }
     file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _sweep(file.parent)
 
     def write(out: BinaryIO) -> None:
         # Streamed: the pickler hands the file one frame at a time (letting other threads run
@@ -125,6 +130,20 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         saved.entries.tofile(out)
 
     durable.replace(str(file), write, mode=0o600)
+
+
+def _sweep(folder: Path) -> None:
+    """Remove what saves cut short by a crash left (``STALE_TEMP`` old): each is a whole index."""
+    cutoff = time.time() - STALE_TEMP
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if durable.TMP_NAME.match(entry.name):
+                try:
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        log.info("removed a saved index cut short: %s", entry.path)
+                except FileNotFoundError:
+                    pass  # another server's save finished meanwhile
 
 
 def load(file: Path, root: Path) -> Saved | None:
