@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import stat
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,32 +53,98 @@ async def import_folder(
     window: int = WINDOW,
     progress: Progress | None = None,
 ) -> plans.Report:
-    """Import ``folder`` under the folder ``target`` names (its path is the prefix)."""
-    prefix = source.prefix_of(target.path)
-    found = list(source.walk(folder, prefix))
-    local = {item.path for item in found if isinstance(item, source.Source)}
-    listed = await remote_documents(client, target, include_archived=True, window=window)
-    wanted = [path for path in listed if archive_missing or path in local]
-    states = await _gather((_state(client, target, path) for path in wanted), window)
-    existing = {path: state for path, state in zip(wanted, states, strict=True) if state}
-    writes, report = plans.plan(
-        found, existing, prefix, archive_missing=archive_missing, dry_run=dry_run
-    )
-    if dry_run:
-        return report
-    done = 0
+    """Import ``folder`` under the folder ``target`` names (its path is the prefix).
 
-    async def write(step: plans.Step) -> str | None:
-        nonlocal done
-        refusal = await _write(client, target, step)
-        done += 1
-        if progress is not None:
-            progress(done, len(writes))
+    When the server holds nothing under the prefix (a first import), every file is a create
+    known as soon as the file is read, so the writes go out while the folder is still being
+    read instead of after it: reading and parsing a folder costs the client about 0.1 ms a file,
+    time the server would otherwise spend idle."""
+    prefix = source.prefix_of(target.path)
+    items = source.walk(folder, prefix)
+    found = list(itertools.islice(items, 1))  # a folder that is none fails before any request
+    listed = await remote_documents(client, target, include_archived=True, window=window)
+    writes = _Writes(client, target, window, progress)
+    try:
+        existing: dict[str, plans.State] = {}
+        if listed or dry_run:
+            found += items
+            local = {item.path for item in found if isinstance(item, source.Source)}
+            wanted = [path for path in listed if archive_missing or path in local]
+            states = await _gather((_state(client, target, path) for path in wanted), window)
+            existing = {path: state for path, state in zip(wanted, states, strict=True) if state}
+        else:
+            for item in _reading(found, items):
+                if isinstance(item, source.Source):
+                    await writes.start(plans.step_for(item, None))
+        steps, report = plans.plan(
+            found, existing, prefix, archive_missing=archive_missing, dry_run=dry_run
+        )
+        if dry_run:
+            return report
+        for step in steps:
+            await writes.start(step)  # those not started while the folder was read
+        writes.count(len(steps))
+        for step in steps:
+            report.add(step, await writes.refusal(step))
+        return report
+    finally:
+        writes.cancel()
+
+
+def _reading(found: list[T], rest: Iterator[T]) -> Iterator[T]:
+    """The items in ``found``, then the rest, each added to ``found`` as it is read."""
+    yield from found[:]
+    for item in rest:
+        found.append(item)
+        yield item
+
+
+class _Writes:
+    """An import's writes, at most ``window`` in flight, each started as soon as it is known;
+    ``progress`` is told of them once their total is known (`count`)."""
+
+    def __init__(
+        self, client: Client, target: MarkURL, window: int, progress: Progress | None
+    ) -> None:
+        self._client = client
+        self._target = target
+        self._gate = asyncio.Semaphore(window)
+        self._progress = progress
+        self._tasks: dict[str, asyncio.Task[str | None]] = {}
+        self._done = 0
+        self._total: int | None = None
+
+    async def start(self, step: plans.Step) -> None:
+        """Send ``step``'s write once a place in the window is free (once per path)."""
+        if step.path in self._tasks:
+            return
+        await self._gate.acquire()
+        self._tasks[step.path] = asyncio.ensure_future(self._run(step))
+
+    async def _run(self, step: plans.Step) -> str | None:
+        try:
+            refusal = await _write(self._client, self._target, step)
+        finally:
+            self._gate.release()
+        self._done += 1
+        if self._progress is not None and self._total is not None:
+            self._progress(self._done, self._total)
         return refusal
 
-    for step, refusal in zip(writes, await _gather(map(write, writes), window), strict=True):
-        report.add(step, refusal)
-    return report
+    def count(self, total: int) -> None:
+        """Every write is started: from now on ``progress`` hears of each one done."""
+        self._total = total
+        if self._progress is not None and self._done:
+            self._progress(self._done, total)
+
+    async def refusal(self, step: plans.Step) -> str | None:
+        """The write's refusal in one line, or None when the server took it."""
+        return await self._tasks[step.path]
+
+    def cancel(self) -> None:
+        """Stop what is still running (the import failed part way)."""
+        for task in self._tasks.values():
+            task.cancel()
 
 
 async def _state(client: Client, target: MarkURL, path: str) -> plans.State | None:

@@ -19,7 +19,8 @@ import os
 import re
 import secrets
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 TMP_NAME = re.compile(r"\.tmp-(?:v[0-9]+-)?[0-9a-f]{12}\Z")
 """Temporary names: a dot-name no document can take (the store refuses such paths)."""
@@ -32,7 +33,7 @@ def temp_name(tag: str = "") -> str:
 
 def create(
     file: str,
-    data: bytes,
+    data: bytes | Callable[[BinaryIO], object],
     mode: int = 0o644,
     owner: tuple[int, int] | None = None,
     *,
@@ -40,17 +41,22 @@ def create(
     dir_fd: int | None = None,
 ) -> None:
     """Create ``file`` (it must not exist) holding ``data``, fsynced unless ``sync`` is false,
-    with ``mode`` (less the umask) and, where the process may set it, ``owner`` (uid, gid). On
-    any failure (a full disk) the file is removed again, so a refused write leaves nothing in
-    the space that ran out."""
+    with ``mode`` (less the umask) and, where the process may set it, ``owner`` (uid, gid).
+    ``data`` may be a function that writes the bytes to the file it is given (a large file
+    made piece by piece, never whole in memory). On any failure (a full disk) the file is
+    removed again, so a refused write leaves nothing in the space that ran out."""
     fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     try:
         if owner is not None:
             with contextlib.suppress(OSError):
                 os.fchown(fd, *owner)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        if callable(data):
+            with open(fd, "wb", closefd=False) as out:
+                data(out)
+        else:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
         if sync:
             os.fsync(fd)
     except BaseException:
@@ -79,7 +85,7 @@ def link_new(file: str, data: bytes, *, sync: bool = True, dir_fd: int | None = 
 
 def replace(
     file: str,
-    data: bytes,
+    data: bytes | Callable[[BinaryIO], object],
     *,
     mode: int = 0o644,
     sync: bool = True,

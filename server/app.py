@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -28,9 +28,10 @@ from markproto.server.handlers import Context
 from markproto.server.ratelimit import RateLimiter
 from markproto.server.responses import ResponseCache
 from markproto.server.search import saved
-from markproto.server.search.build import Build, save
+from markproto.server.search.build import Build, save, saved_form
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
+from markproto.server.streaming import LongResponse
 from markproto.server.watch import Hub
 
 log = logging.getLogger("markproto.server")
@@ -44,6 +45,33 @@ requests refused for their rate (`MarkServer.log_refusals`)."""
 DRAIN_TIMEOUT = 10.0
 TRIM_INTERVAL = 2.0
 """Seconds without a change after which the heaps are trimmed (after a run of writes)."""
+SAVE_INTERVAL = 300.0
+"""Seconds at least between saves of a changed lookup index while the server runs (each waits
+for a quiet interval): after a crash (no save at stop) a start restores the last one and
+analyses again only the documents changed since, never every body. The first comes at the
+first quiet interval after the start-up build; the file is rewritten whole (a 29.5 MB root's
+is about 15 MB), so not more often than this."""
+WARM = (
+    "markproto.protocol.mdparse",  # with mistletoe: a document's analysis (a PUBLISH, a build)
+    "markproto.protocol.mdoutline",
+    "markproto.protocol.document",
+    "markproto.protocol.links",
+    "yaml",  # a document's own frontmatter
+    "markproto.server.handlers.lookup",
+    "markproto.server.handlers.links",
+    "markproto.server.search.graph",
+)
+"""What the first PUBLISH and LOOKUP would import (about 36 modules, 2 MiB of code): imported
+once the server is idle after its first answer (``warm``), not before it, so an empty server
+answers as soon as the echo server would, and its settled memory is what it will hold once it
+serves documents (docs/PERFORMANCE.md, "Board budget")."""
+WARM_DELAY = 1.0
+"""Seconds after the first request before ``WARM`` is imported: the answer is out by then, and
+a client whose first attempt timed out has had time to try again (imported without saved
+bytecode, ``WARM`` takes about 0.5 s of CPU that the event loop would share)."""
+WARM_IDLE = 5.0
+"""Seconds after binding before ``WARM`` is imported when no request has come. Either way the
+start-up build (a restore) finishes first."""
 FIRST_TOKEN_LABEL = "owner"
 INTERRUPTED = 130
 """The exit status after Ctrl-C (128 + SIGINT), as a shell reports a program it interrupted."""
@@ -84,6 +112,7 @@ class App:
         self._lookup: Lookup | None = None
         self._build: Build | None = None
         self._trim_seen = self._trimmed = 0
+        self._saved_at = -SAVE_INTERVAL
         self._refreshed = -TOKEN_REFRESH_INTERVAL
 
     @property
@@ -179,9 +208,18 @@ class App:
         limiter = RateLimiter(config.rate_limit, config.rate_burst, max_clients=shares.rate_clients)
         cache = ResponseCache(shares.response_cache)
         dispatcher = self._dispatcher = Dispatcher(self._ctx, cache)
+        asked = asyncio.Event()
+
+        def first(data: bytes, peer: transport.Peer) -> bytes | Awaitable[bytes] | LongResponse:
+            """The handler until the first request: it starts the warm-up's clock."""
+            asked.set()
+            if self.server is not None:
+                self.server.handler = dispatcher.handle  # later connections go straight there
+            return dispatcher.handle(data, peer)
+
         try:
             self.server = await transport.serve(
-                dispatcher.handle,
+                first,
                 host=config.host,
                 port=config.port,
                 certfile=self._cert[0],
@@ -201,7 +239,7 @@ class App:
             self.watch.start()  # its heartbeat timer, once there is a server to beat for
         names = devcert.names(self._cert[0].read_bytes())
         lookup.links.authorities = frozenset(format_authority(n, self.port) for n in names)
-        self._tasks.append(asyncio.create_task(self._building(self._build)))
+        self._tasks.append(asyncio.create_task(self._building(self._build, asked)))
         self._tasks.append(asyncio.create_task(self._every(TRIM_INTERVAL, self._trim_after_writes)))
         self._tasks.append(asyncio.create_task(self._every(TOKEN_CHECK_INTERVAL, self._check)))
         self._tasks.append(asyncio.create_task(self._every(SUMMARY_INTERVAL, self._summaries)))
@@ -262,25 +300,50 @@ class App:
             log.info("generated a self-signed certificate", extra={"file": str(cert)})
         return cert, key
 
-    async def _building(self, build: Build) -> None:
+    async def _building(self, build: Build, asked: asyncio.Event) -> None:
         try:
             await build.run()
         except Exception:
             log.exception("building the lookup index failed: LOOKUP stays unavailable")
         await _trim()
+        await _warm(asked)
 
     async def _trim_after_writes(self) -> None:
         """Once a run of writes is over (no change for a whole interval, the index work it held
-        back done), pack the body index's postings and trim the heaps."""
+        back done), pack the body index's postings and trim the heaps; and save the lookup
+        index if it changed and the last save is ``SAVE_INTERVAL`` old."""
         if self.content is None:
             return
         changes = self.content.changes
-        if changes == self._trim_seen and changes != self._trimmed and not self.content.indexing:
-            self._trimmed = changes
-            if self._lookup is not None and self._lookup.ready:
-                self._lookup.freeze()
-            await _trim()
+        quiet = changes == self._trim_seen and not self.content.indexing
         self._trim_seen = changes
+        if not quiet:
+            return
+        lookup = self._lookup
+        if changes != self._trimmed:
+            self._trimmed = changes
+            if lookup is not None and lookup.ready:
+                lookup.freeze()
+            await _trim()
+        if lookup is not None and time.monotonic() - self._saved_at >= SAVE_INTERVAL:
+            await self._save_running(lookup, self.content)
+
+    async def _save_running(self, lookup: Lookup, content: Content) -> None:
+        """Save the lookup index while serving: its saved form made here (no index work runs
+        meanwhile), written on a thread."""
+        form = saved_form(lookup, content)
+        if form is None:
+            return
+        self._saved_at = started = time.monotonic()
+        try:
+            await asyncio.to_thread(saved.save, saved_index_file(self.config), content.root, form)
+        except OSError as exc:
+            lookup.dirty = True
+            log.warning("lookup index not saved (tried again later): %s", exc)
+            return
+        del form
+        log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
+        await _trim()
 
     async def _every(self, seconds: float, job: Callable[[], object]) -> None:
         while True:
@@ -377,6 +440,16 @@ class App:
             return
         if wrote:
             log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
+
+
+async def _warm(asked: asyncio.Event) -> None:
+    """Import ``WARM`` on a thread once the server has answered (or waited) a while."""
+    if not asked.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asked.wait(), WARM_IDLE)
+    await asyncio.sleep(WARM_DELAY)
+    await asyncio.to_thread(lambda: [__import__(name) for name in WARM])
+    await _trim()
 
 
 async def _trim() -> None:

@@ -3,15 +3,14 @@
 Every change gets the next sequence number of this server's epoch, a random name drawn at start,
 so a cursor from before a restart can never be mistaken for a position in this sequence: it gets
 ``resync``, never a silent gap. The ring keeps the last ``size`` changes, each with its event
-block already encoded once for every subscriber; a subscriber whose position the ring has
-overwritten gets ``resync`` too. Nothing here does I/O.
+block encoded once for every subscriber (when the first needs it); a subscriber whose position
+the ring has overwritten gets ``resync`` too. Nothing here does I/O.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from dataclasses import dataclass
 
 from markproto.protocol.watch import BlockTooLarge, Cursor, WatchEvent, emit_event
 from markproto.server.storage.content import Change
@@ -21,14 +20,31 @@ log = logging.getLogger("markproto.server.watch")
 DEFAULT_SIZE = 4096
 
 
-@dataclass(frozen=True, slots=True)
 class Entry:
     """One logged change: its position, its path and its event block (None when the event
-    cannot fit a block, so whoever should see it gets ``resync`` instead)."""
+    cannot fit a block, so whoever should see it gets ``resync`` instead).
 
-    seq: int
-    path: str
-    block: bytes | None
+    The block is encoded when it is first needed, once for every subscriber: a server nobody
+    watches (an import's burst of writes) never spends the encoding on a change."""
+
+    __slots__ = ("_block", "_event", "path", "seq")
+
+    def __init__(self, seq: int, path: str, event: WatchEvent) -> None:
+        self.seq = seq
+        self.path = path
+        self._event: WatchEvent | None = event
+        self._block: bytes | None = None
+
+    @property
+    def block(self) -> bytes | None:
+        event = self._event
+        if event is not None:
+            self._event = None
+            try:
+                self._block = emit_event(event)
+            except BlockTooLarge as exc:
+                log.warning("watch: %s; its subscribers get resync", exc)
+        return self._block
 
 
 def new_epoch() -> str:
@@ -65,12 +81,7 @@ class ChangeLog:
             change.content_hash or None,
             change.agent or None,
         )
-        try:
-            block: bytes | None = emit_event(event)
-        except BlockTooLarge as exc:
-            log.warning("watch: %s; its subscribers get resync", exc)
-            block = None
-        entry = Entry(seq, change.path, block)
+        entry = Entry(seq, change.path, event)
         self._ring[seq % len(self._ring)] = entry
         self.head = seq
         return entry

@@ -26,7 +26,8 @@ there, not in production.
   `transmit` that makes it pointless.
 - ``QuicServer._configuration``, ``._protocols``, ``._transport``: the configuration new
   connections get (a certificate reload replaces it), the table of connection ids (to drop
-  packets of unknown connections while draining) and the socket.
+  packets of unknown connections while draining, and to route a short-header packet without
+  aioquic's header parse) and the socket.
 - ``aioquic._buffer.Buffer``: to read a packet's header (which connection it is for).
 """
 
@@ -45,6 +46,10 @@ from aioquic.quic.connection import Limit, NetworkAddress, QuicConnection
 from aioquic.quic.packet import pull_quic_header
 
 from markproto.protocol.datagrams import queued
+
+_FORM_AND_FIXED = 0xC0
+"""The first byte's header-form bit (set: a long header) and fixed bit (RFC 9000 §17)."""
+_FIXED_BIT = 0x40
 
 
 class _Gated(Limit):
@@ -249,7 +254,20 @@ class Listener(QuicServer):
             conn.flush()
 
     def arrived(self, data: bytes | str, addr: NetworkAddress) -> None:
-        """One datagram: to its connection (or a new one), which transmits after the batch."""
+        """One datagram: to its connection (or a new one), which transmits after the batch.
+
+        A short-header packet (nearly every one of an upload) names its connection in the fixed
+        ``connection_id_length`` bytes after the first: it goes straight to that connection, as
+        aioquic's routing would send it, without aioquic reading its header a first time only
+        to route it (the connection reads it again). Any other packet, and one for no known
+        connection (which aioquic drops as well), takes aioquic's way."""
+        data = cast(bytes, data)
+        if data and data[0] & _FORM_AND_FIXED == _FIXED_BIT:
+            length = self._configuration.connection_id_length
+            protocol = self._protocols.get(data[1 : 1 + length])
+            if protocol is not None:
+                protocol.datagram_received(data, addr)
+                return
         super().datagram_received(data, addr)
 
     @property

@@ -75,15 +75,7 @@ def plan(
             continue
         seen.add(item.path)
         report.notes += [(item.rel, note) for note in item.notes]
-        state = existing.get(item.path)
-        if state is None:
-            steps.append(Step(item.path, Action.CREATE, item))
-        elif state.archived:
-            steps.append(Step(item.path, Action.REFUSE, item, reason=ARCHIVED_REFUSAL))
-        elif state.content_hash == digests.hash_ref(item.body):
-            steps.append(Step(item.path, Action.UNCHANGED, item, state.version))
-        else:
-            steps.append(Step(item.path, Action.UPDATE, item, state.version))
+        steps.append(step_for(item, existing.get(item.path)))
     if archive_missing:
         for path in sorted(existing):
             state = existing[path]
@@ -93,6 +85,17 @@ def plan(
         if dry_run or not step.writes:
             report.add(step)
     return [step for step in steps if step.writes], report
+
+
+def step_for(item: Source, state: State | None) -> Step:
+    """One file's step, given what the store holds at its path (None: nothing)."""
+    if state is None:
+        return Step(item.path, Action.CREATE, item)
+    if state.archived:
+        return Step(item.path, Action.REFUSE, item, reason=ARCHIVED_REFUSAL)
+    if state.content_hash == digests.hash_ref(item.body):
+        return Step(item.path, Action.UNCHANGED, item, state.version)
+    return Step(item.path, Action.UPDATE, item, state.version)
 
 
 def _under_skipped(path: str, seen: set[str]) -> bool:

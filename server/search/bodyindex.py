@@ -11,8 +11,8 @@ every live document has a slot (a 24-bit number; slots only grow, so a new docum
 come after every other's), and a term's postings are one ``array('I')`` of entries
 ``slot << 8 | flags``, sorted, so matching is set algebra in C. A document keeps its analysis's
 outline (section spans, word counts, headings) and nothing that its body can give again: a
-snippet is cut again from the body for each row shown, and removal is given the terms of the
-body indexed (analysed again, off the event loop) or else searches every term for its slots. A
+snippet is cut again from the body for each row shown, and removal needs only the document's
+slots (``PostingLists.remove``: a range cut out of the frozen segment, a search of the tail). A
 term left without postings is dropped, so the vocabulary never outgrows the live documents; when
 slots run out, the live ones are renumbered from 0 (in order, so every array stays sorted).
 """
@@ -25,7 +25,7 @@ import math
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import and_, contains, rshift
@@ -47,7 +47,7 @@ from markproto.server.search.catalog import Entry, SavedEntry
 from markproto.server.search.postings import PostingLists
 from markproto.server.search.text import loose_text, name_length, strip_line
 
-__all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Weights", "snippet"]
+__all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Ranking", "Weights", "snippet"]
 
 MAX_SLOTS = 1 << (32 - FLAG_BITS)
 DumpedDoc = tuple[SavedEntry, str, int, tuple[Any, ...]]
@@ -191,6 +191,18 @@ class Hit:
         return snippet(body[start:end].decode("utf-8", "replace"), terms, rarity)
 
 
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """A query's rows (iterated: best first, lazily) and each term's rarity, its inverse
+    document frequency over the whole index (what a snippet weighs terms by)."""
+
+    rarity: list[float]
+    hits: Iterator[Hit]
+
+    def __iter__(self) -> Iterator[Hit]:
+        return self.hits
+
+
 def _slots(entries: array[int]) -> array[int]:
     """The slot of every entry, in C: on a little-endian machine an entry's bytes are its flags
     then its slot, so the bytes shifted by one, every fourth zeroed, are the slots."""
@@ -211,12 +223,9 @@ def _flags(entries: array[int]) -> bytes:
     return memoryview(entries).cast("B")[0::4].tobytes()
 
 
-def _flags_for(entries: array[int], keys: set[int]) -> dict[int, int]:
-    """A map holding the flags of those ``keys`` present in ``entries``: by bisection when
-    ``keys`` are few, else all the entries (a superset is as good to look keys up in)."""
-    if len(keys) * 8 >= len(entries):
-        return dict(zip(_slots(entries), _flags(entries), strict=True))
-    return _probe(entries, keys)
+def _flag_map(entries: array[int]) -> dict[int, int]:
+    """Slot -> flags of every entry, in C."""
+    return dict(zip(_slots(entries), _flags(entries), strict=True))
 
 
 def _probe(entries: array[int], keys: set[int]) -> dict[int, int]:
@@ -283,8 +292,7 @@ class BodyIndex:
         self, docs: Sequence[tuple[Entry, str, Analysis]], runs: Sequence[Postings]
     ) -> None:
         """Index the documents of one ``analyze_many`` batch (distinct paths) and its runs of
-        postings. A document indexed before is removed first (a caller that has its terms
-        removes it with them first, which is cheaper)."""
+        postings. A document indexed before is removed first."""
         for entry, _, _ in docs:
             self.remove(entry.path)
         need = sum(analysis.slots for _, _, analysis in docs)
@@ -325,15 +333,14 @@ class BodyIndex:
         start = self._paths.get(path)
         return None if start is None else self._docs[start].content_hash
 
-    def remove(self, path: str, terms: Iterable[str] | None = None) -> None:
-        """Forget a document. ``terms`` are its terms (``Analysis.terms`` of the body indexed,
-        a superset will do); without them every term's postings are searched for its slots."""
+    def remove(self, path: str) -> None:
+        """Forget a document (its postings by slot range, ``PostingLists.remove``)."""
         start = self._paths.pop(path, None)
         if start is None:
             return
         doc = self._docs.pop(start)
         del self._starts[bisect_left(self._starts, start)]
-        self._postings.remove(start, start + doc.slots, terms)
+        self._postings.remove(start, start + doc.slots)
         if self._postings.due():
             self.freeze()
         for term in doc.entry.terms:
@@ -353,7 +360,7 @@ class BodyIndex:
         form, content hash, first slot and outline fields; every term's postings in two flat
         arrays; the next slot."""
         docs = [
-            (doc.entry.saved(), doc.content_hash, doc.start, dataclasses.astuple(doc.outline))
+            (doc.entry.saved(), doc.content_hash, doc.start, _shallow(doc.outline))
             for doc in self._docs.values()
         ]
         terms, counts, entries = self._postings.dump(self._next_slot)
@@ -398,49 +405,39 @@ class BodyIndex:
 
     # -- queries ----------------------------------------------------------------------------------
 
-    def rarity(self, terms: Sequence[str]) -> list[float]:
-        """Each term's inverse document frequency over the whole index."""
-        return self._idf([self._postings.get(term) for term in terms])
-
     def _idf(self, lists: Sequence[array[int]]) -> list[float]:
         n = self._sections
         return [math.log(1 + (n - len(found) + 0.5) / (len(found) + 0.5)) for found in lists]
 
-    def rank(
-        self, terms: Sequence[str], accept: Callable[[Entry], bool] | None = None
-    ) -> Iterator[Hit]:
+    def rank(self, terms: Sequence[str], accept: Callable[[Entry], bool] | None = None) -> Ranking:
         """Rows for the query terms among accepted documents (all, when ``accept`` is None),
         best first, ties by path then anchor, at most ``LOOKUP_MAX``; lazily, as a LOOKUP
         usually shows only the first few. Statistics (N, df, mean lengths) are the whole
         index's."""
         if not terms:
-            return iter(())
+            return Ranking([], iter(()))
         lists = [self._postings.get(term) for term in terms]
         holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
         bare = set.intersection(*holders)
-        keys, probed = self._match(lists, holders, bare)
-        flags = [
-            found if found is not None else _flags_for(entries, keys)
-            for entries, found in zip(lists, probed, strict=True)
-        ]
+        keys, flags = self._match(lists, holders, bare)
         idf = self._idf(lists)
         sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
         if accept is not None:
             bare = {start for start in bare if accept(self._docs[start].entry)}
-        return self._ranked(sections + self._score_bare(bare, idf, lists))
+        return Ranking(idf, self._ranked(sections + self._score_bare(bare, idf, lists)))
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
-    ) -> tuple[set[int], list[dict[int, int] | None]]:
-        """The matching section slots and, per term probed by bisection, the flags found (of
-        slots that may not all match).
+    ) -> tuple[set[int], list[dict[int, int]]]:
+        """The matching section slots and, per term, the flags of the slots it was looked up
+        for (a superset of the matching ones that hold it).
 
         A section matches when every term is in its text or trail or in its document's tags or
         title (then at least one is in text or trail, or the document is a bare row). So the
         candidates are the sections of the term with the fewest (its postings, plus every
         section of the documents whose tags or title hold it), narrowed term by term: a few
-        candidates are probed in a long postings list by bisection, many are intersected with
-        its slots in C."""
+        candidates are probed in a long postings list by bisection, many are looked up in a map
+        of all its entries built in C (which gives the flags the scoring needs too)."""
         docs, starts = self._docs, self._starts
         per_doc = self._sections / len(docs) if docs else 0.0
 
@@ -449,18 +446,20 @@ class BodyIndex:
             return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
-        probed: list[dict[int, int] | None] = [None] * len(lists)
-        keys = set(_slots(lists[order[0]]))
+        flags: list[dict[int, int]] = [{}] * len(lists)
+        flags[order[0]] = _flag_map(lists[order[0]])
+        keys = set(flags[order[0]])
         for start in holders[order[0]]:
             if start not in bare:
                 keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
             entries = lists[j]
             if len(keys) * _PROBE < len(entries):
-                found = probed[j] = _probe(entries, keys)
+                found = flags[j] = _probe(entries, keys)
                 present = set(found)
             else:
-                present = keys.intersection(_slots(entries))
+                found = flags[j] = _flag_map(entries)
+                present = set(filter(found.__contains__, keys))
             held = holders[j]
             rest = keys.difference(present) if held else ()
             if rest:
@@ -474,7 +473,7 @@ class BodyIndex:
                         key for key in rest if starts[bisect_right(starts, key) - 1] in held
                     )
             keys = present
-        return keys, probed
+        return keys, flags
 
     # -- ranking ----------------------------------------------------------------------------------
 
@@ -512,18 +511,20 @@ class BodyIndex:
         starts, docs = self._starts, self._docs
         in_heading, in_trail, tf_max = IN_HEADING, IN_TRAIL, TF_MAX
         out: list[tuple[float, int, int]] = []
+        append = out.append
         end, skip = -1, True
         start, lengths, heads, prior, terms = 0, _NOBODY, b"", 0.0, plain
         for key in keys:
             if key >= end:  # the next document: keys are sorted
                 start = starts[bisect_right(starts, key) - 1]
                 doc = docs[start]
-                lengths = doc.lengths
+                outline = doc.outline
+                lengths = outline.lengths
                 end = start + (len(lengths) or 1)
                 skip = start in bare or (accept is not None and not accept(doc.entry))
                 if skip:
                     continue
-                heads, prior = doc.heads, -doc.prior
+                heads, prior = outline.heads, -doc.prior
                 terms = plain
                 if start in titled:
                     terms = [
@@ -535,18 +536,16 @@ class BodyIndex:
             section = key - start
             text = 1 / (text_c + text_slope * lengths[section])
             raw = 0.0
-            for weight, get, in_doc in terms:
+            for weight, get, x in terms:  # x: the field weight of the title alone, if any
                 flag = get(key, 0)
                 # a heading, an ancestor's or the title: one field per term, the nearest
                 if flag & in_heading:
                     x = heading_weight / (head_c + head_slope * heads[section])
                 elif flag & in_trail:
                     x = trail
-                else:
-                    x = in_doc
                 x += text * (flag & tf_max)
                 raw += weight * x / (k1 + x)
-            out.append((raw * prior, start, section))
+            append((raw * prior, start, section))
         return out
 
     def _score_bare(
@@ -603,3 +602,9 @@ class BodyIndex:
 def _title_length(entry: Entry) -> int:
     """The length of a document's field of tags and title (``text.name_length``)."""
     return name_length((*entry.tags, entry.title), entry.terms)
+
+
+def _shallow(outline: Outline) -> tuple[Any, ...]:
+    """``outline``'s fields as they are (``astuple`` would deep-copy every array: the save
+    made while serving does this on the event loop)."""
+    return tuple(getattr(outline, field.name) for field in dataclasses.fields(outline))

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     _Batch = tuple[list[Analysis], tuple[Postings, ...]]
 
-__all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save"]
+__all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save", "saved_form"]
 
 log = logging.getLogger("markproto.server.search.build")
 
@@ -78,10 +78,25 @@ class Build:
 
 
 def save(lookup: Lookup, content: Content, file: Path) -> bool:
-    """Save ``lookup``'s indexes (at stop) if they changed since they were built or restored;
-    whether it wrote them."""
-    if not lookup.ready or not lookup.dirty:
+    """Save ``lookup``'s indexes if they changed since they were built, restored or last saved;
+    whether it wrote them (at stop: ``saved_form`` and ``saving.save`` in one)."""
+    form = saved_form(lookup, content)
+    if form is None:
         return False
+    try:
+        saving.save(file, content.root, form)
+    except BaseException:
+        lookup.dirty = True
+        raise
+    return True
+
+
+def saved_form(lookup: Lookup, content: Content) -> saving.Saved | None:
+    """What saving ``lookup``'s indexes writes, or None when they have not changed since they
+    were built, restored or last saved (on the event loop, with no index work running: what it
+    returns no later change alters, so ``saving.save`` may write it from a thread)."""
+    if not lookup.ready or not lookup.dirty:
+        return None
     docs, terms, counts, entries, next_slot = lookup.bodies.dump()
     saved_docs = []
     for entry, content_hash, start, outline in docs:
@@ -91,9 +106,8 @@ def save(lookup: Lookup, content: Content, file: Path) -> bool:
         file_name = current.file if current is not None and fits else ""  # "" is never current
         record = links if links is not None else (b"", 0, "")
         saved_docs.append(saving.SavedDoc(file_name, entry, content_hash, start, outline, record))
-    saving.save(file, content.root, saving.Saved(saved_docs, terms, counts, entries, next_slot))
     lookup.dirty = False
-    return True
+    return saving.Saved(saved_docs, terms, counts, entries, next_slot)
 
 
 class _Builder:

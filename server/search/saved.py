@@ -19,10 +19,12 @@ import logging
 import os
 import pickle
 import sys
+import time
 from array import array
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from markproto import durable
 
@@ -34,6 +36,9 @@ __all__ = ["FORMAT", "Saved", "SavedDoc", "file_for", "fingerprint", "load", "sa
 log = logging.getLogger("markproto.server.search.saved")
 
 FORMAT = 3
+STALE_TEMP = 3600.0
+"""Seconds after which a temporary file in the index folder is a save a crash cut short (a save
+takes seconds; servers of other roots may share the folder, so a younger one may be theirs)."""
 _RULES = (
     "markproto.protocol.gotext",
     "markproto.protocol.mdparse",
@@ -80,21 +85,25 @@ def file_for(state_dir: Path, root: Path) -> Path:
     return state_dir / "index" / f"{key}.pickle"
 
 
+@cache
 def fingerprint() -> str:
-    """The code a saved index depends on: the rules' sources and mistletoe's version."""
+    """The code a saved index depends on: the rules' sources and mistletoe's version. Once per
+    process: the code that runs is the code read first (an upgrade in place takes a restart),
+    and a save while serving then reads no source and imports nothing."""
     digest = hashlib.sha256(f"{FORMAT}\n".encode())
     for name in _RULES:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None
         digest.update(Path(spec.origin).read_bytes())
-    from importlib.metadata import version  # imported here: only a build or a stop needs it
+    import mistletoe  # its own version string (importlib.metadata is 22 modules, 2 MiB at once)
 
-    digest.update(version("mistletoe").encode())
+    digest.update(mistletoe.__version__.encode())
     return digest.hexdigest()
 
 
 def save(file: Path, root: Path, saved: Saved) -> None:
-    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new)."""
+    """Write ``saved`` for ``root`` (atomically: a crash leaves the old file or the new). Any
+    thread: nothing in ``saved`` changes after ``build.saved_form`` made it."""
     data = {
         "format": FORMAT,
         "fingerprint": fingerprint(),
@@ -109,7 +118,32 @@ def save(file: Path, root: Path, saved: Saved) -> None:
         "next_slot": saved.next_slot,
     }
     file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    durable.replace(str(file), pickle.dumps(data, protocol=5) + saved.entries.tobytes(), mode=0o600)
+    _sweep(file.parent)
+
+    def write(out: BinaryIO) -> None:
+        # Streamed: the pickler hands the file one frame at a time (letting other threads run
+        # between them), then the entries go from their own array; made whole in memory first,
+        # a save's transient was twice the file.
+        pickler = pickle.Pickler(out, protocol=5)
+        pickler.fast = True  # no memo of every object written (plain data, no cycles)
+        pickler.dump(data)
+        saved.entries.tofile(out)
+
+    durable.replace(str(file), write, mode=0o600)
+
+
+def _sweep(folder: Path) -> None:
+    """Remove what saves cut short by a crash left (``STALE_TEMP`` old): each is a whole index."""
+    cutoff = time.time() - STALE_TEMP
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if durable.TMP_NAME.match(entry.name):
+                try:
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        log.info("removed a saved index cut short: %s", entry.path)
+                except FileNotFoundError:
+                    pass  # another server's save finished meanwhile
 
 
 def load(file: Path, root: Path) -> Saved | None:

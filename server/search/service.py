@@ -2,11 +2,10 @@
 ``Index``, and the query execution of docs/SPEC.md §5.7 (rank up to 1000 rows, drop what the
 reader may not read, then cut to ``limit``).
 
-Indexing a document is two steps: ``prepare`` (a pure function of the new body and, when it is
-known, of the one it replaces: the analysis of one and the terms of the other; any thread) and
-``settle`` (applying that to the indexes, cheap). ``put`` does both, the old body unknown (removal
-then searches the terms for the document's slots): ``Content`` calls it on the event loop for a
-lone write, on its backlog's thread during a burst.
+Indexing a document is two steps: ``prepare`` (a pure function of the new body, its analysis;
+any thread) and ``settle`` (applying that to the indexes, cheap: the version replaced needs no
+analysis, as its slots are cut out of the postings by range). ``put`` does both: ``Content``
+calls it on the event loop for a lone write, on its backlog's thread during a burst.
 
 At startup the indexes are built in the background (``build``): until then the service is not
 ``ready``, a LOOKUP waits for it, and the changes settled meanwhile are held (the latest per path)
@@ -104,10 +103,6 @@ class Change:
     doc: Version | None
     """The new current version (its body dropped), or None when the path leaves the index."""
     analysis: Analysis | None
-    old_hash: str | None
-    """The content hash of the version the change replaces, when it was known."""
-    old_terms: frozenset[str] | None
-    """That version's terms (what its removal needs), when it was known."""
 
 
 class Lookup:
@@ -129,38 +124,27 @@ class Lookup:
     # -- keeping current -------------------------------------------------------------------------
 
     @staticmethod
-    def prepare(path: str, doc: Version | None, old: Version | None) -> Change:
-        """The work of a change that needs no index (any thread): the new body's analysis, and
-        the terms of the body it replaces, ``old`` (analysed again: nothing per document is
-        kept that its body can give). ``doc`` None: the path leaves the index."""
+    def prepare(path: str, doc: Version | None) -> Change:
+        """The work of a change that needs no index (any thread): the new body's analysis.
+        ``doc`` None: the path leaves the index."""
+        if doc is None:
+            return Change(path, None, None)
         # Imported here, at the first write: the analysis (its parsers and link patterns) is a
         # slow import that a server only reading, or an empty one, never needs.
         from markproto.server.search.analysis import analyze
 
-        analysis = bare = old_hash = old_terms = None
-        if doc is not None:
-            analysis, bare = analyze(doc.body), replace(doc, body=b"")
-        if old is not None:
-            old_hash = old.content_hash
-            same = analysis if doc is not None and doc.content_hash == old_hash else None
-            old_terms = frozenset((same or analyze(old.body)).terms())
-        return Change(path, bare, analysis, old_hash, old_terms)
+        return Change(path, replace(doc, body=b""), analyze(doc.body))
 
     def settle(self, change: Change) -> None:
         """Apply a prepared change (event loop); held while a build runs."""
         self.dirty = True
         if self._held is not None:
-            first = self._held.get(change.path)
-            if first is not None:  # what the index has is what the first change replaced
-                change = replace(change, old_hash=first.old_hash, old_terms=first.old_terms)
             self._held[change.path] = change
             return
         path = change.path
-        indexed = self.bodies.indexed(path)
-        if indexed is not None:
-            terms = change.old_terms if indexed == change.old_hash else None
+        if self.bodies.indexed(path) is not None:
             self.catalog.remove(path)
-            self.bodies.remove(path, terms)
+            self.bodies.remove(path)
         self.links.remove(path)
         if change.doc is not None and change.analysis is not None:
             doc = change.doc
@@ -170,11 +154,11 @@ class Lookup:
             self.links.apply(path, change.analysis, doc.meta)
 
     def put(self, doc: Version) -> None:
-        """Index ``doc`` inline (its old version's terms unknown: removal searches)."""
-        self.settle(self.prepare(doc.path, doc, None))
+        """Index ``doc`` inline."""
+        self.settle(self.prepare(doc.path, doc))
 
     def remove(self, path: str) -> None:
-        self.settle(Change(path, None, None, None, None))
+        self.settle(Change(path, None, None))
 
     def freeze(self) -> None:
         """Pack what the writes since the last call added (``BodyIndex.freeze``): once they
@@ -241,13 +225,13 @@ class Lookup:
             return in_scope(entry.path, scope) and all(c.holds(entry) for c in clauses)
 
         terms = query_terms(query.text)
-        rarity = self.bodies.rarity(terms)
         everything = scope == "/" and not clauses
-        for hit in self.bodies.rank(terms, None if everything else accept):
+        ranking = self.bodies.rank(terms, None if everything else accept)
+        for hit in ranking:
             if len(rows) == limit:
                 break
             if readable(hit.entry.path):
-                rows.append(_body_row(hit, terms, rarity, load))
+                rows.append(_body_row(hit, terms, ranking.rarity, load))
         return rows
 
 

@@ -8,10 +8,11 @@ exception: exceptions here are faults (a corrupt file, a disk error).
 
 Durability: a version file is written to a temporary name, fsynced, then hard-linked to ``vN``
 (link fails if ``vN`` exists, which gives exclusive creation of a *complete* file), the directory
-is fsynced, and only then is the pointer swapped (temporary symlink + rename + directory fsync). A
-crash at any instant leaves the old pointer and a stray file, or the new pointer and a complete
-version; ``recovery`` removes the strays at startup. Reads are lock-free: version files never
-change once linked.
+is fsynced, and only then is the pointer swapped (temporary symlink + rename + directory fsync;
+a first version's pointer, which replaces nothing, is made in place). A crash at any instant
+leaves the old pointer (or none) and a stray file, or the new pointer and a complete version;
+``recovery`` removes the strays at startup. Reads are lock-free: version files never change once
+linked.
 
 Reading is liberal (`storefmt.read_version`): every shape an earlier reference release wrote is
 served, and what a file says that is not understood is logged once per file. Writing is strict
@@ -430,7 +431,7 @@ class Store:
             st = os.stat(final, dir_fd=vdir.fd, follow_symlinks=False)
             pruned = self._doomed(vdir, number, metadata.retention(meta))
             if self._pending is None:
-                self._swap_pointer(path, number)
+                self._swap_pointer(path, number, first=current is None)
                 self._prune(vdir, pruned)
             else:
                 self._pending[path] = _Pending(number, pruned)
@@ -458,7 +459,7 @@ class Store:
             return
         durable.sync_filesystem("", dir_fd=self.root.fd)
         for path, pending in self._pending.items():
-            self._swap_pointer(path, pending.number, sync=False)
+            self._swap_pointer(path, pending.number, sync=False, first=pending.number == 1)
             if pending.doomed:
                 with self.root.make(version_parts(path), sync=False) as vdir:
                     self._prune(vdir, pending.doomed, sync=False)
@@ -475,13 +476,26 @@ class Store:
             return False
         return data == body
 
-    def _swap_pointer(self, path: str, number: int, *, sync: bool = True) -> None:
-        """Make version ``number`` current: the moment a write is acknowledged."""
+    def _swap_pointer(
+        self, path: str, number: int, *, sync: bool = True, first: bool = False
+    ) -> None:
+        """Make version ``number`` current: the moment a write is acknowledged. The ``first``
+        version of a document has no pointer to replace yet, so its pointer is made in place
+        (a symlink appears whole): no temporary name, no rename. Something there after all
+        (a plain file being adopted) is replaced as any pointer is."""
         dirs, name = split_doc_path(path)
+        target = self.layout.pointer_target(path, number)
         with self.root.make(dirs, sync=sync) as parent:
-            durable.swap_symlink(
-                name, self.layout.pointer_target(path, number), sync=sync, dir_fd=parent.fd
-            )
+            if first:
+                try:
+                    os.symlink(target, name, dir_fd=parent.fd)
+                except FileExistsError:
+                    pass
+                else:
+                    if sync:
+                        parent.fsync()
+                    return
+            durable.swap_symlink(name, target, sync=sync, dir_fd=parent.fd)
 
     def _migrate(self, path: str, pointer: Pointer) -> None:
         """Move a legacy flat history into the per-document layout, crash-safely: link every file

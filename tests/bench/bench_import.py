@@ -6,9 +6,10 @@ Online: the real server in its own process (CPU 0, token file, logs at INFO to a
 on CPU 1. The baseline publishes each file and waits for the answer before the next (the body and
 its frontmatter metadata, ``expected-version: 0``), which is what a loop over ``mark publish``
 amounts to without the process start-ups. The import is `client.transfer.import_folder`: LIST of
-the empty prefix, then the PUBLISHes 32 at a time on one connection, which the server commits in
-groups. Each measurement gets a fresh root and server; rounds alternate. A second import of the
-same folder (every file unchanged: LISTs and FETCHes, no write) is timed too.
+the empty prefix, then the PUBLISHes 32 at a time on one connection, sent as the folder is read,
+which the server commits in groups. Each measurement gets a fresh root and server; rounds
+alternate. A second import of the same folder (every file unchanged: LISTs and FETCHes, no
+write) is timed too.
 
 Offline: `server.importer.run` into a fresh root in this process, files walked and read included.
 
@@ -201,18 +202,18 @@ second, upload bucket 1 MiB a second, both per address, which a connection that 
 publish token leaves behind: SPEC §1.3), CPU 0, token file, logs at INFO to a file; the client
 on CPU 1.
 The baseline publishes one file at a time and waits for each answer; `mark import`
-(`client.transfer.import_folder`) lists the empty prefix, then sends the PUBLISHes 32 at a time
-on one connection, and the server commits each group of queued writes with one filesystem sync
-(`Store.batch`) instead of four or five fsyncs per write. Offline: `server.importer.run` in the
-bench process, batches of 256 writes per commit, the folder's walk, reads and frontmatter parsing
-included. After the import, a LOOKUP waits for the index work the burst held back
-({min(indexing):.1f} s at best, median {perfkit.median(indexing):.1f} s; not in the import's time),
-then the unchanged re-import runs on the settled server (a LIST and a FETCH a document, each
-with the publish token, so the rate limiter lets them by). The import's CPU column counts
-the server's whole round: the import, the index work it held back, and the re-import. Requests
-may take {REQUEST_TIMEOUT:g} s here (the client's default is 10 s). Load average {load[0]:.1f} at
-the start and {load[1]:.1f} at the end (two cores shared with other work: the ratios, measured
-interleaved, are what carries over).
+(`client.transfer.import_folder`) lists the empty prefix, then reads the folder and sends its
+PUBLISHes as it goes, 32 at a time on one connection, and the server commits each group of
+queued writes with one filesystem sync (`Store.batch`) instead of four or five fsyncs per write.
+Offline: `server.importer.run` in the bench process, batches of 256 writes per commit, the
+folder's walk, reads and frontmatter parsing included. After the import, a LOOKUP waits for
+the index work the burst held back ({min(indexing):.1f} s at best, median
+{perfkit.median(indexing):.1f} s; not in the import's time), then the unchanged re-import runs
+on the settled server (a LIST and a FETCH a document, each with the publish token, so the rate
+limiter lets them by). The import's CPU column counts the server's whole round: the import, the
+index work it held back, and the re-import. Requests may take {REQUEST_TIMEOUT:g} s here (the
+client's default is 10 s). Load average {load[0]:.1f} at the start and {load[1]:.1f} at the end
+(two cores shared with other work: the ratios, measured interleaved, are what carries over).
 """
         perfkit.write_section(
             "Import", f"{perfkit.stamp('import')}\n{notes}\n{text}\n\n{verdict}\n"

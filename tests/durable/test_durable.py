@@ -8,6 +8,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -181,3 +182,27 @@ def test_swap_symlink_and_make_dirs(tmp_path: Path, synced: list[str]) -> None:
     durable.swap_symlink(str(link), "v2")
     assert os.readlink(link) == "v2"
     assert names(tmp_path / "a" / "b") == ["current", "v1"]
+
+
+def test_replace_from_a_writer_is_whole_fsynced_and_atomic(
+    tmp_path: Path, synced: list[str]
+) -> None:
+    target = tmp_path / "index"
+    target.write_bytes(b"old")
+
+    def pieces(out: BinaryIO) -> None:
+        for start in range(0, len(DATA), 4096):
+            out.write(DATA[start : start + 4096])
+
+    durable.replace(str(target), pieces)
+    assert target.read_bytes() == DATA
+    assert synced == ["file", f"dir:{tmp_path.name}"]
+
+    def fails(out: BinaryIO) -> None:
+        out.write(DATA)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(OSError, match="No space left"):
+        durable.replace(str(target), fails)
+    assert target.read_bytes() == DATA
+    assert names(tmp_path) == ["index"]

@@ -219,6 +219,35 @@ def test_import_updates_changed_files_and_refuses_archived_ones(
     assert mark("fetch", "-no-cache", prefix + "c.md").stdout.startswith("\n# Archived")
 
 
+def test_progress_counts_every_write_against_the_whole_total(
+    server: tuple[RunningServer, Any], tmp_path: Path
+) -> None:
+    """A first import sends its writes while the folder is still being read: its progress still
+    only ever shows the whole total, as a second import's (whose writes wait for the plan)."""
+    for n in range(40):  # more files than the window of writes in flight
+        (tmp_path / f"{n:02d}.md").write_text(f"# {n}\n")
+    target = parse_url(f"{server[0].url}/progress/")
+
+    async def job(client: Client) -> Any:
+        calls: list[list[tuple[int, int]]] = [[], []]
+        first = await import_folder(
+            client, tmp_path, target, progress=lambda *c: calls[0].append(c)
+        )
+        for n in range(0, 40, 4):
+            (tmp_path / f"{n:02d}.md").write_text(f"# {n}, again\n")
+        second = await import_folder(
+            client, tmp_path, target, progress=lambda *c: calls[1].append(c)
+        )
+        return first, second, calls
+
+    first, second, calls = on_server(server, job)
+    assert len(first.created) == 40 and len(second.updated) == 10
+    for made, total in zip(calls, (40, 10), strict=True):
+        assert {seen for _, seen in made} == {total} and made[-1] == (total, total)
+        dones = [done for done, _ in made]
+        assert dones == sorted(set(dones))
+
+
 def test_import_without_a_token_is_refused_document_by_document(
     prefix: str, tmp_path: Path
 ) -> None:

@@ -5,13 +5,16 @@ runs end up indexed once; a LOOKUP meanwhile waits rather than reading part of t
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.exchange import seed
 
+from markproto import durable
 from markproto.protocol import wire
 from markproto.protocol.bodies import LookupRow
 from markproto.server.search import analysis, build, saved
@@ -177,6 +180,26 @@ async def test_a_saved_index_is_restored_and_what_changed_is_analysed(
         want_content.close()
     finally:
         content.close()
+
+
+async def test_a_save_removes_what_a_crash_cut_short_and_nothing_younger(
+    root: Path, tmp_path: Path
+) -> None:
+    file = saved.file_for(tmp_path / "state", root)
+    file.parent.mkdir(parents=True)
+    stale, fresh = file.parent / durable.temp_name(), file.parent / durable.temp_name()
+    for left in (stale, fresh):
+        left.write_bytes(b"half an index")
+    old = time.time() - saved.STALE_TEMP - 60
+    os.utime(stale, (old, old))
+    lookup, content = await built(root, file=file)
+    try:
+        assert build.save(lookup, content, file)
+    finally:
+        content.close()
+    assert not stale.exists()
+    assert fresh.exists()  # may be another root's save in progress
+    assert saved.load(file, root) is not None
 
 
 async def test_a_foreign_or_torn_saved_index_is_ignored(root: Path, tmp_path: Path) -> None:
