@@ -20,7 +20,8 @@ so ``relations`` reads them from the metadata.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -83,8 +84,8 @@ __all__ = [
 _FENCE = re.compile(r"[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}|~{3,})(.*)")
 _FENCE_STARTS = frozenset("`~>")
 _LIST_STARTS = frozenset("-*+0123456789")
-_PARAGRAPH = re.compile(r"[^\n]+(?:\n(?![ \t]*(?:\n|$))[^\n]*)*")
-"""A run of lines without a blank one."""
+_PARAGRAPH = re.compile(r"[^\n]+(?:\n(?![ \t]*(?:\n|$))[^\n]*)*+")
+"""A run of lines without a blank one (possessive: a long one keeps no backtracking state)."""
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]|$)")
 _DEFINITION = re.compile(
     r"[ \t]{0,3}(?:>[ \t]?)*[ \t]*\[((?:\\.|[^\\\[\]]){1,999})\]:[ \t]*"
@@ -167,20 +168,71 @@ def _normal(label: str) -> str:
     return _SPACES.sub(" ", label.strip()).casefold()
 
 
+_LABEL_DEFINED = re.compile(r"\[((?:\\.|[^\\\[\]]){1,999})\]:")
+"""Every link reference definition's label and colon (``_DEFINITION``), wherever it stands."""
+_LABEL_DEFINED_BYTES = re.compile(_LABEL_DEFINED.pattern.replace("999", "3996").encode())
+"""The same in UTF-8 (a label of 999 characters may take four bytes each)."""
+
+
+class _Labels:
+    """The labels a body may define, as a bit set (two bits a label, 16 bits per ``]:`` in the
+    body): every label ``_DEFINITION`` may read is in it, and a few that are not. A reference
+    use whose label is not in it can never be matched, so it is not kept."""
+
+    __slots__ = ("_bits", "_seen")
+
+    def __init__(self, body: str | bytes) -> None:
+        count = body.count(b"]:" if isinstance(body, bytes) else "]:")  # type: ignore[arg-type]
+        self._bits = max(64, 16 * count)
+        self._seen = bytearray((self._bits + 7) >> 3 if count else 0)
+        if not count:
+            return
+        if isinstance(body, bytes):
+            for label in _LABEL_DEFINED_BYTES.finditer(body):
+                self._add(_normal(label.group(1).decode("utf-8", "replace")))
+        else:
+            for found in _LABEL_DEFINED.finditer(body):
+                self._add(_normal(found.group(1)))
+
+    def _places(self, label: str) -> tuple[int, int]:
+        h = hash(label)
+        return h % self._bits, (h >> 32) % self._bits
+
+    def _add(self, label: str) -> None:
+        for place in self._places(label):
+            self._seen[place >> 3] |= 1 << (place & 7)
+
+    def __contains__(self, label: str) -> bool:
+        if not self._seen:
+            return False
+        one, two = self._places(label)
+        return bool(self._seen[one >> 3] >> (one & 7) & 1 and self._seen[two >> 3] >> (two & 7) & 1)
+
+
 class Extractor:
     """The links of one body, fed a section at a time (``feed``), then ``links()``.
 
     One pass over the text: reference uses wait for their definitions, which may come later in
-    the document, and are matched at the end. At most ``LINKS_MAX`` links are kept.
+    the document, and are matched at the end. At most ``LINKS_MAX`` links are kept. With a
+    ``sink``, each link is handed to it as it is found (``drain`` then gives none): a caller
+    that packs links as they come never holds them as objects.
     """
 
-    def __init__(self, body: str | bytes) -> None:
+    def __init__(self, body: str | bytes, sink: Callable[[Link], None] | None = None) -> None:
         self._body = body
         self._links: list[Link] = []
+        self._sink = sink
         self._kept = 0
         """Links kept so far, those ``drain`` gave included."""
-        self._uses: list[tuple[int, str, str, str]] = []
-        """Reference uses: line, section, label, the normalized reference."""
+        self._labels = _Labels(body)
+        self._use_lines = array("I")
+        self._use_sections = array("I")
+        """Each reference use's line and section (a number in ``_sections``)."""
+        self._sections: list[str] = []
+        self._uses = bytearray()
+        """Each use's label and normalized reference, UTF-8, one after the other, ending at
+        ``_use_ends`` (two ends a use): a body dense with uses holds a few bytes each."""
+        self._use_ends = array("I")
         self._definitions: dict[str, str] = {}
         self.ids: list[str] = []
         """The ids HTML elements of the body set (``<a name="x">``, ``id="x"``): anchors a
@@ -220,11 +272,12 @@ class Extractor:
         if not _blocks(text):  # paragraphs alone: no code, no comment can start here
             counted = 0
             for paragraph in _PARAGRAPH.finditer(text):
-                lines = paragraph.group()
+                whole = not paragraph.start() and paragraph.end() >= len(text) - 1
+                lines = text if whole else paragraph.group()  # a final newline changes nothing
                 if _marked(lines):
                     line += text.count("\n", counted, paragraph.start())
                     counted = paragraph.start()
-                    self._block(lines.split("\n"), line, section)
+                    self._block(lines, line, section)
             return
         fence: tuple[str, int] | None = None
         comment = listed = False
@@ -249,13 +302,13 @@ class Extractor:
                 stripped = raw.strip()
                 first = stripped[:1]
             if not stripped:
-                self._block(block, start, section)
+                self._flush(block, start, section)
                 block, blank = [], True
                 continue
             if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
                 ticks, rest = found.groups()
                 if not (ticks[0] == "`" and "`" in rest):
-                    self._block(block, start, section)
+                    self._flush(block, start, section)
                     block, fence = [], (ticks[0], len(ticks))
                     continue
             if blank and not block and not listed and raw[:1] in " \t":
@@ -267,28 +320,50 @@ class Extractor:
             elif blank and first != ">" and raw[:1] not in " \t":
                 listed = False
             if first == "<" and stripped.startswith("<!--") and _COMMENT_END not in stripped[4:]:
-                self._block(block, start, section)
+                self._flush(block, start, section)
                 block, comment = [], True
                 continue
             if not block:
                 start = number
             block.append(raw)
             blank = False
-        self._block(block, start, section)
+        self._flush(block, start, section)
 
-    def _block(self, lines: list[str], line: int, section: str) -> None:
+    def _flush(self, block: list[str], line: int, section: str) -> None:
+        if block:
+            self._block("\n".join(block), line, section)
+
+    def _block(self, text: str, line: int, section: str) -> None:
         """One paragraph-like run of lines: definitions at its start, then its inline links."""
-        while lines and "]:" in lines[0]:
-            found = _DEFINITION.fullmatch(lines[0])
+        pos = 0
+        while pos < len(text):
+            stop = text.find("\n", pos)
+            stop = len(text) if stop < 0 else stop
+            if "]:" not in text[pos:stop]:
+                break
+            found = _DEFINITION.fullmatch(text, pos, stop)
             if found is None:
                 break
             key = _normal(found.group(1))
             target = found.group(2) if found.group(2) is not None else found.group(3)
             self._definitions.setdefault(key, target)
-            lines = lines[1:]
+            pos = stop + 1
             line += 1
-        if lines:
-            self._inline("\n".join(lines), line, section)
+        if pos < len(text):
+            self._inline(text[pos:] if pos else text, line, section)
+
+    def _use(self, line: int, section: str, label: str, reference: str) -> None:
+        """A reference use, kept only if its reference may be defined."""
+        reference = _normal(reference)
+        if reference not in self._labels:
+            return
+        if not self._sections or self._sections[-1] != section:
+            self._sections.append(section)
+        self._use_lines.append(line)
+        self._use_sections.append(len(self._sections) - 1)
+        for part in (label, reference):
+            self._uses += part.encode("utf-8", "surrogatepass")
+            self._use_ends.append(len(self._uses))
 
     def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
         target = target.strip()
@@ -299,14 +374,20 @@ class Extractor:
             or (("{" in target or "%" in target) and _TEMPLATE.search(target))
         ):
             return
-        self._links.append(Link(line, section, target, _plain(label), syntax))
+        link = Link(line, section, target, _plain(label), syntax)
+        if self._sink is not None:
+            self._sink(link)
+        else:
+            self._links.append(link)
         self._kept += 1
 
     def _inline(self, text: str, line: int, section: str) -> None:
         bare = "://" in text or "www." in text
         if "[" not in text and "<" not in text and not bare:
             return
-        starts = [0, *(m.end() for m in _NEWLINE.finditer(text))] if "\n" in text else [0]
+        starts = array("I", [0])
+        if "\n" in text:
+            starts.extend(m.end() for m in _NEWLINE.finditer(text))
 
         def line_of(offset: int) -> int:
             return line + bisect_right(starts, offset) - 1
@@ -314,9 +395,10 @@ class Extractor:
         masked = _masked(text)
         """``text`` with its code spans and backslash escapes blanked (the same offsets): where
         link syntax is looked for. Labels and targets are read from ``text``."""
-        closing = _closing_brackets(masked) if "[" in masked else {}
-        taken: list[tuple[int, int]] = []
-        """What links and comments cover: a bare URL there is none of its own."""
+        closing = _closing_brackets(masked) if len(masked) < _SMALL else _Closing(masked)
+        taken = array("I")
+        """Where links and comments start and end, ascending (kept only if ``bare``): a bare
+        URL there is none of its own."""
         pos, size = 0, len(masked)
         bracket = angle = -1
         """The next ``[`` and ``<`` at or after ``pos`` (``size``: none)."""
@@ -333,14 +415,15 @@ class Extractor:
             pos = at + 1
             if masked[at] == "<":
                 pos = self._angle(text, at, line_of, section)
-                if pos > at + 1:
-                    taken.append((at, pos))
+                if pos > at + 1 and bare:
+                    taken.extend((at, pos))
                 continue
             image = at > 0 and masked[at - 1] == "!"
             wiki = _WIKI.match(masked, at) if masked.startswith("[[", at) else None
             if wiki is not None:
                 pos = wiki.end()
-                taken.append((at, pos))
+                if bare:
+                    taken.extend((at, pos))
                 inner = text[at + 2 : pos - 2]
                 target, bar, label = inner.replace("\\|", "|").partition("|")
                 name = target.split("#", 1)[0]
@@ -366,31 +449,46 @@ class Extractor:
                 else:
                     target = ""
                 if target or pos > after:
-                    taken.append((at, pos))
+                    if bare:
+                        taken.extend((at, pos))
                     if not image:
                         self._add(line_of(at), section, target, label, INLINE)
                     continue
-            if masked.startswith("[", after) and after in closing:
-                end = closing[after]
+            if masked.startswith("[", after) and (end := closing.get(after)) is not None:
                 reference = text[after + 1 : end] or label
                 pos = end + 1
                 if not image:
-                    self._uses.append((line_of(at), section, label, _normal(reference)))
+                    self._use(line_of(at), section, label, reference)
                 continue
             if not image and label not in _NOT_REFERENCE and not label.startswith("^"):
-                self._uses.append((line_of(at), section, label, _normal(label)))
+                self._use(line_of(at), section, label, label)
             # not a link: brackets inside may still hold one
         if bare:
-            rest = _blanked(masked, taken)
-            if "://" in rest or "www." in rest:
-                self._bare(text, rest, line_of, section)
+            self._bare(masked, taken, line_of, section)
 
-    def _bare(self, text: str, rest: str, line_of: Callable[[int], int], section: str) -> None:
-        """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) in ``rest``: the text with
-        code, links and comments blanked."""
-        for found in _BARE.finditer(rest):
+    def _bare(
+        self, masked: str, taken: array[int], line_of: Callable[[int], int], section: str
+    ) -> None:
+        """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) in ``masked`` outside the
+        ``taken`` spans (links and comments), each span read as blanks: the URLs of the gaps
+        between them, a gap after a span starting after a blank."""
+        gap = 0
+        for index in range(0, len(taken) + 2, 2):
+            if index < len(taken):
+                start, end = taken[index], taken[index + 1]
+            else:
+                start = end = len(masked)
+            if start > gap:
+                self._bare_in(masked, gap, start, line_of, section)
+            gap = max(gap, end)
+
+    def _bare_in(
+        self, masked: str, gap: int, stop: int, line_of: Callable[[int], int], section: str
+    ) -> None:
+        for found in _BARE.finditer(masked, gap, stop):
             at = found.start()
-            if at and not (rest[at - 1].isspace() or rest[at - 1] in "*_~("):
+            before = masked[at - 1] if at > gap else " " if at else ""
+            if before and not (before.isspace() or before in "*_~("):
                 continue
             url = _BARE_TRAIL.sub("", found.group())
             while url.endswith(")") and url.count(")") > url.count("("):
@@ -441,11 +539,18 @@ class Extractor:
     def links(self) -> list[Link]:
         """Every link fed (but those ``drain`` gave), in the order of the body (reference links
         matched now)."""
-        for line, section, label, reference in self._uses:
+        uses, ends, start = self._uses, self._use_ends, 0
+        for number, line in enumerate(self._use_lines):
+            middle, end = ends[2 * number], ends[2 * number + 1]
+            reference = uses[middle:end].decode("utf-8", "surrogatepass")
             target = self._definitions.get(reference)
             if target is not None:
+                label = uses[start:middle].decode("utf-8", "surrogatepass")
+                section = self._sections[self._use_sections[number]]
                 self._add(line, section, unescaped(target), label, REFERENCE)
-        self._uses = []
+            start = end
+        self._use_lines, self._use_sections, self._use_ends = array("I"), array("I"), array("I")
+        self._uses, self._sections = bytearray(), []
         self._links.sort(key=lambda link: link.line)
         return self._links
 
@@ -513,8 +618,15 @@ def _spaces(found: re.Match[str]) -> str:
     return " " * (found.end() - found.start())
 
 
+_SMALL = 1 << 14
+"""A paragraph this long holds its brackets' matches in a dict (faster); a longer one in
+arrays (``_Closing``)."""
+
+
 def _closing_brackets(masked: str) -> dict[int, int]:
-    """Each ``[``'s matching ``]`` (balanced) in a masked paragraph."""
+    """``_Closing`` as a dict, for a short paragraph."""
+    if "[" not in masked:
+        return {}
     flat = {found.start(): found.end() - 1 for found in _FLAT_BRACKETS.finditer(masked)}
     if len(flat) == masked.count("["):  # every ``[`` closes before the next: nothing nests
         return flat
@@ -528,6 +640,49 @@ def _closing_brackets(masked: str) -> dict[int, int]:
         elif stack:
             out[stack.pop()] = at
     return out
+
+
+class _Closing:
+    """Each ``[``'s matching ``]`` (balanced) in a masked paragraph (``get``), held as two
+    arrays: where each ``[`` is, and where its ``]`` is (or ``_OPEN``). Where every ``[``
+    closes before the next (nothing nests, the common case), none are held: a ``[``'s match is
+    the next ``]``."""
+
+    __slots__ = ("_closes", "_masked", "_opens")
+
+    def __init__(self, masked: str) -> None:
+        self._masked = masked
+        self._opens = self._closes = array("I")
+        brackets = masked.count("[")
+        if not brackets or brackets == sum(1 for _ in _FLAT_BRACKETS.finditer(masked)):
+            return
+        opens, closes = array("I"), array("I")
+        stack: list[int] = []
+        for found in _BRACKETS.finditer(masked):
+            at = found.start()
+            if masked[at] == "[":
+                stack.append(len(opens))
+                opens.append(at)
+                closes.append(_OPEN)
+            elif stack:
+                closes[stack.pop()] = at
+        self._opens, self._closes = opens, closes
+
+    def get(self, at: int) -> int | None:
+        """The ``]`` matching the ``[`` at ``at``, or None."""
+        if not self._opens:
+            if "[" not in self._masked:
+                return None
+            return self._masked.find("]", at)
+        index = bisect_left(self._opens, at)
+        if index == len(self._opens) or self._opens[index] != at:
+            return None
+        close = self._closes[index]
+        return None if close == _OPEN else close
+
+
+_OPEN = 0xFFFFFFFF
+"""A ``[`` without its ``]``."""
 
 
 def extract(body: str | bytes) -> list[Link]:

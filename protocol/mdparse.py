@@ -629,10 +629,13 @@ block tree are a few times its size, so this bounds the parse's memory, not the 
 PIECE_LINES = 128
 """Lines of content parsed at a time at most: a line's block tree costs about a kilobyte
 whatever its length, so short lines (a piece of one-line headings) are counted, not measured."""
-_TOP_HEADING = re.compile(r"^#{1,6}(?:[ \t]|$)", re.MULTILINE)
-"""An ATX heading line at the left margin: it closes every open container, so the parse before
-it cannot reach past it, unless a fence, an HTML block or link definitions are still open."""
-_TOP_HEADING_BYTES = re.compile(_TOP_HEADING.pattern.encode(), re.MULTILINE)
+_CUT = re.compile(r"^(?:#{1,6}(?:[ \t]|$)|(?:(?<=\n\n)|(?<=\n\r\n))[!-~])", re.MULTILINE)
+"""Where a piece may end: before an ATX heading line at the left margin (it closes every open
+container), or before a line at the margin after an empty line (no paragraph is open to be lazy
+or underlined, and a line at the margin continues no list item, quote or indented code). The
+parse before it cannot reach past it, unless a fence, an HTML block or link definitions are
+still open."""
+_CUT_BYTES = re.compile(_CUT.pattern.encode(), re.MULTILINE)
 _DEEP = re.compile(r"^(?:[ \t>]|[-+*][ \t]|[0-9]{1,9}[.)][ \t]){64}", re.MULTILINE)
 """A line opening with 64 things that may each open a container or indent one (a tab indents
 one or two list levels): only such a line can nest blocks deep enough (about 170 levels) to
@@ -669,10 +672,11 @@ def iter_headings(
     """``find_headings`` one heading at a time, holding one piece of the parse at a time.
 
     The content is parsed in pieces of about ``chunk`` characters, each ending before a heading
-    line at the left margin (a piece whose last block may still be open there grows to the next
-    such line), and each piece's headings are given before the next piece is parsed. A heading's
-    text may name a link reference defined anywhere in the document, so before the first text
-    that could (one holding ``[``) the rest of the content is parsed once for its definitions
+    line at the left margin or a line at the margin after an empty one (``_CUT``; a piece whose
+    last block may still be open there grows to the next such line), and each piece's headings
+    are given before the next piece is parsed. A heading's text may name a link reference
+    defined anywhere in the document, so before the first text that could (one holding ``[``)
+    the rest of the content is parsed once for its definitions
     alone, where it holds any (``]:``). Content nested deeper than Python's stack has no headings
     (both sides alike): where a line could nest that deep, the whole parse runs first.
     """
@@ -723,7 +727,7 @@ def _pieces(content: str | bytes, chunk: int, start: int, scan: bool) -> Iterato
     """The block parse of ``content[start:]``, one piece at a time; the lock is held while a
     piece is parsed, never between pieces. With ``scan``, a piece ``_scan`` can read is read
     so, without mistletoe."""
-    top = _TOP_HEADING_BYTES if isinstance(content, bytes) else _TOP_HEADING
+    cuts = _CUT_BYTES if isinstance(content, bytes) else _CUT
     newline = b"\n" if isinstance(content, bytes) else "\n"
     pos, size = start, chunk
     while pos < len(content):
@@ -734,8 +738,8 @@ def _pieces(content: str | bytes, chunk: int, start: int, scan: bool) -> Iterato
             if not cut:
                 cut = pos + size
                 break
-        if cut < len(content) and (next_top := top.search(content, cut)):  # type: ignore[arg-type]
-            end = next_top.start()
+        if cut < len(content) and (next_cut := cuts.search(content, cut)):  # type: ignore[arg-type]
+            end = next_cut.start()
         piece = content[pos:end]
         scanned = _scan(piece, end == len(content)) if scan else None
         if scanned is _GROW:

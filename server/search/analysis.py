@@ -24,17 +24,18 @@ words never holds that many strings at once.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from array import array
 from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, count, repeat
+from itertools import accumulate, count, islice, repeat
 from typing import TYPE_CHECKING, overload
 
 from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
-from markproto.server.search.text import name_length, prose_words, word_set
+from markproto.server.search.text import line_cut, name_length, prose_words, word_set
 
 if TYPE_CHECKING:
     from markproto.protocol import mdoutline
@@ -320,19 +321,29 @@ class _Found:
         return runs
 
 
-_PIECE = 1 << 14
+_PIECE = 1 << 13
 """Bytes of a section's text decoded, stripped and split at a time: markup stripping works line
 by line, so line-aligned pieces give the same words, and a long section's words are never all
-held as strings at once."""
+held as strings at once. A line over twice this is cut where ``text.line_cut`` finds its words
+unchanged."""
 
 
 def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tuple[int, bool]:
     """Add the words of a section's own text ``body[start:stop]`` to ``found``; its length
     and whether its stripped text is non-empty."""
     length, has_text = 0, False
+    continued = False
     while start < stop:
         end = stop if stop - start <= _PIECE else body.find(b"\n", start + _PIECE, stop) + 1
         end = end or stop
+        if end - start > 2 * _PIECE:  # a long line: cut it where its words stay the same
+            line = body.rfind(b"\n", start, start + _PIECE) + 1 or start
+            low = start + _PIECE
+            cut = line_cut(body, line, low, min(end, low + _PIECE), continued and line == start)
+            continued = cut > 0
+            end = cut if continued else end
+        else:
+            continued = False
         words = prose_words(body[start:end].decode("utf-8", "replace"))
         if words is not None:
             has_text = True
@@ -505,19 +516,21 @@ def _own_section(*fields: object) -> mdoutline.OwnSection:
 
 
 class _Links:
-    """The body's links as the sections stream by, each kept as one string (``links.tail``)
+    """The body's links as the sections stream by, each kept as its ``links.tail`` in UTF-8
     with its line and its heading's number in arrays, until the anchors are known: a
-    link-dense body holds a few bytes a link beside its text, not a tuple of strings."""
+    link-dense body holds a few bytes a link beside its text, not a string or a tuple."""
 
     def __init__(self, body: bytes) -> None:
         from markproto.protocol.links import Extractor
 
         self._body = body
-        self._extractor = Extractor(body)
+        self._extractor = Extractor(body, self._keep)
         self.lines = array("I")
         self.headings = array("i")
         """Each link's heading, numbered among all headings (-1: before the first)."""
-        self.tails: list[str] = []
+        self._tails = bytearray()
+        self._ends = array("I")
+        """Where each link's tail ends in ``_tails``."""
         self._end = 0
         """Where the last section fed ends (the next heading's line starts there)."""
 
@@ -534,25 +547,48 @@ class _Links:
         own = _own_section(key, span.heading, span.level, span.trail, text)
         self._extractor.section(start, stop, own)
         self._end = stop
-        self._keep(self._extractor.drain())
 
-    def _keep(self, found: list[Link]) -> None:
-        for link in found:
-            rest = tail(link)
-            if rest is not None:
-                self.lines.append(link.line)
-                self.headings.append(int(link.section[1:]) if link.section else -1)
-                self.tails.append(rest)
+    def _keep(self, link: Link) -> None:
+        rest = tail(link)
+        if rest is not None:
+            self.lines.append(link.line)
+            self.headings.append(int(link.section[1:]) if link.section else -1)
+            self._tails += rest.encode("utf-8", "surrogatepass")
+            self._ends.append(len(self._tails))
 
     def finish(self) -> None:
         """The reference links, matched to their definitions now."""
-        self._keep(self._extractor.links())
+        self._extractor.links()
 
     def pack(self, anchors: dict[int, str]) -> tuple[bytes, int]:
         """The links packed in the order of the body, given each heading's anchor."""
-        lines, headings, tails = self.lines, self.headings, self.tails
-        order = sorted(range(len(tails)), key=lines.__getitem__)  # stable: found order in a line
-        return pack_tails((lines[i], anchors[headings[i]], tails[i]) for i in order)
+        lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
+        order = _line_order(lines)
+        return pack_tails(
+            (
+                lines[i],
+                anchors[headings[i]],
+                tails[ends[i - 1] if i else 0 : ends[i]].decode("utf-8", "surrogatepass"),
+            )
+            for i in order
+        )
 
     def ids(self) -> str:
         return "\n".join(i for i in self._extractor.ids if "\n" not in i)
+
+
+_RUNS = 64
+
+
+def _line_order(lines: array[int]) -> Iterable[int]:
+    """The links' numbers sorted stably by line (found order within a line). They are found
+    in a few ascending runs (bare URLs come after a paragraph's other links, reference links
+    at the end), which are merged without a list of every number where they are few."""
+    size = len(lines)
+    starts = [0, *islice((i for i in range(1, size) if lines[i] < lines[i - 1]), _RUNS)]
+    if len(starts) == 1:
+        return range(size)
+    if len(starts) <= _RUNS:
+        runs = map(range, starts, [*starts[1:], size])
+        return heapq.merge(*runs, key=lines.__getitem__)  # ties: the earlier run first
+    return sorted(range(size), key=lines.__getitem__)

@@ -104,7 +104,9 @@ def pack_tails(found: Iterable[tuple[int, str, str]]) -> tuple[bytes, int]:
         code, _, target_label = rest.partition(_FIELD)
         record = _FIELD.join((str(line), code, section, target_label))
         piece = f"{_RECORD}{record}" if count else record
-        out.append(compressor.compress(piece.encode("utf-8", "surrogatepass")))
+        chunk = compressor.compress(piece.encode("utf-8", "surrogatepass"))
+        if chunk:  # most records add nothing yet: no empty chunk held for each
+            out.append(chunk)
         count += 1
     if not count:
         return b"", 0

@@ -24,6 +24,7 @@ from markproto.protocol.limits import TOKEN_MAX_BYTES
 __all__ = [
     "catalog_terms",
     "field_words",
+    "line_cut",
     "loose_text",
     "name_length",
     "prose_words",
@@ -258,3 +259,71 @@ def _inline(text: str) -> str:
 
 def _inline_mark(match: re.Match[str]) -> str:
     return " " if match.group() == "|" else ""
+
+
+# --- long lines in pieces ----------------------------------------------------------------------
+
+_CUT_AT = re.compile(
+    b" (?=[" + re.escape(bytes(c for c in range(0x21, 0x7F) if chr(c) not in _LINE_RULES)) + b"])"
+)
+"""A space before a printable ASCII character that no line-start rule looks at."""
+_LINE_HEAD = re.compile(rb"[ \t]*([!-~])")
+_IMAGES_BYTES = re.compile(_IMAGES.pattern.encode())
+_LINKS_BYTES = re.compile(_LINKS.pattern.encode())
+_CUT_TRIES = 8
+_CUT_STEP = 1024
+
+
+def line_cut(data: bytes, start: int, low: int, high: int, continued: bool = False) -> int:
+    """Where the UTF-8 line of ``data`` that runs from ``start`` past ``high`` may be cut, at
+    or after ``low`` and before ``high``, so that its two parts' ``prose_words`` are its own
+    words in order (-1 where no such place is found): a line of hundreds of kilobytes is then
+    stripped and split a piece at a time. ``start`` is where the line starts, or (``continued``)
+    an earlier cut of it.
+
+    A cut goes after a space (no field, no ``~~`` is split) before a printable ASCII character
+    that is no line-start rule's mark (``_CUT_AT``: the second part starts with none), in a
+    line whose own first mark is none (the line-start rules then leave it whole), where no
+    link, image or tag the in-line rules replace can span it: after the part's last ``[``
+    there is a ``]``, after its last ``](`` a ``)`` (before and after images become their
+    text), and after its last ``<`` a ``>`` (once links did). Those rules never cross a line,
+    and a match that spans a cut but starts before an earlier one would span that one too, so
+    the part since ``start`` decides."""
+    if not continued:
+        head = _LINE_HEAD.match(data, start)
+        if head is None or head.group(1).decode() in _LINE_RULES:
+            return -1
+    tried = 0
+    for found in _CUT_AT.finditer(data, low, high):
+        at = found.end()
+        if tried and at < low + tried * _CUT_STEP:
+            continue
+        if _cuts(data[start:at]):
+            return at
+        tried += 1
+        if tried == _CUT_TRIES:
+            break
+    return -1
+
+
+def _cuts(part: bytes) -> bool:
+    """Whether no in-line rule's match can span the end of ``part`` (``line_cut``)."""
+    if not _closed(part):
+        return False
+    if b"](" in part:
+        part = _IMAGES_BYTES.sub(_TEXT, part)
+        if not _closed(part):
+            return False
+        part = _LINKS_BYTES.sub(_TEXT, part)
+    tag = part.rfind(b"<")
+    return tag < 0 or part.find(b">", tag) >= 0
+
+
+def _closed(part: bytes) -> bool:
+    """No link or image can span the end of ``part``: its last ``[`` and its last ``](`` are
+    each closed (by a ``]``, a ``)``) within it."""
+    bracket = part.rfind(b"[")
+    if bracket >= 0 and part.find(b"]", bracket) < 0:
+        return False
+    target = part.rfind(b"](")
+    return target < 0 or part.find(b")", target + 2) >= 0

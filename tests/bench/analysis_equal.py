@@ -7,7 +7,9 @@ A dev check for work on the analysis' speed, not a bench (``run`` skips it) nor 
 
 Run both with the same ``PYTHONHASHSEED``: the order of a run's terms follows the iteration
 order of heading word sets, so it differs between processes otherwise. The comparison says how
-many records differ at all and how many differ once each run's terms are sorted.
+many records differ at all, how many once each run's terms are sorted, and how many once the
+runs are merged as the index merges them (what decides: how a long section's postings are cut
+into runs is not the index's content).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_analysis import hostile, shapes
 
-from markproto.server.search.analysis import Postings, analyze, analyze_many
+from markproto.server.search.analysis import FLAG_BITS, Postings, analyze, analyze_many, combine
 
 LINES = [
     lambda r: "#" * r.randint(1, 7) + r.choice([" ", "", "\t"]) + text(r),
@@ -172,18 +174,60 @@ def canon(value: object, sort_runs: bool) -> object:
     return value
 
 
-def records() -> dict[str, tuple[object, object]]:
-    """Each analysis as it is, and with its runs' terms sorted."""
+def merged(value: object) -> object:
+    """A value with its runs of postings merged into one (each term's entries in order, an
+    entry split between two runs combined, as the index appends them): how the index sees it,
+    whatever the runs' sizes."""
+    runs: list[Postings] = []
+
+    def rest(part: object) -> object:
+        if isinstance(part, Postings):
+            runs.append(part)
+            return None
+        if dataclasses.is_dataclass(part) and not isinstance(part, type):
+            return (
+                type(part).__name__,
+                *(rest(getattr(part, f.name)) for f in dataclasses.fields(part)),
+            )
+        if isinstance(part, array):
+            return (part.typecode, part.tobytes())
+        if isinstance(part, tuple | list):
+            if part and all(isinstance(item, Postings) for item in part):
+                runs.extend(part)  # however many runs, one set of postings
+                return "postings"
+            return tuple(rest(item) for item in part)
+        return part
+
+    others = rest(value)
+    terms: dict[str, list[int]] = {}
+    for run in runs:
+        at = 0
+        for term, count in zip(run.terms.split("\n") if run.terms else [], run.counts, strict=True):
+            part = list(run.entries[at : at + count])
+            at += count
+            found = terms.setdefault(term, [])
+            if found and found[-1] >> FLAG_BITS == part[0] >> FLAG_BITS:
+                found[-1] = combine(found[-1], part.pop(0))
+            found += part
+    return others, tuple(sorted((term, tuple(entries)) for term, entries in terms.items()))
+
+
+def records() -> dict[str, tuple[object, object, object]]:
+    """Each analysis as it is, with its runs' terms sorted, and with its runs merged."""
     bodies = {f"{name}/{n}": one for name, group in shapes().items() for n, one in enumerate(group)}
     bodies.update((f"generated/{n}", body) for n, body in enumerate(generated()))
     out = {}
     for name, body in bodies.items():
         found = analyze(body)
-        out[name] = (canon(found, False), canon(found, True))
+        out[name] = (canon(found, False), canon(found, True), merged(found))
     batch = [body for name, body in bodies.items() if not name.startswith(tuple(hostile()))]
     for start in range(0, len(batch), 40):
         found_many = analyze_many(batch[start : start + 40])
-        out[f"batch/{start}"] = (canon(found_many, False), canon(found_many, True))
+        out[f"batch/{start}"] = (
+            canon(found_many, False),
+            canon(found_many, True),
+            merged(found_many),
+        )
     return out
 
 
@@ -196,11 +240,17 @@ def main() -> None:
         return
     want = pickle.loads(path.read_bytes())
     exact = sum(want[name][0] != value[0] for name, value in got.items())
-    differ = [name for name, value in got.items() if want[name][1] != value[1]]
+    runs = [name for name, value in got.items() if want[name][1] != value[1]]
+    differ = [name for name, value in got.items() if want[name][2] != value[2]]
     seed = os.environ.get("PYTHONHASHSEED", "random")
-    print(f"{len(got)} analyses: {len(differ)} differ, {exact} differ in term order (seed {seed})")
+    print(
+        f"{len(got)} analyses: {len(differ)} differ, {len(runs)} differ in how their postings"
+        f" are cut into runs, {exact} differ in term order (seed {seed})"
+    )
     for name in differ[:10]:
         print("  differs:", name)
+    for name in runs[:10]:
+        print("  runs differ:", name)
     sys.exit(1 if differ else 0)
 
 

@@ -5,6 +5,7 @@ code is found once, targets resolve as the rules say), and the ``{#id}`` anchor 
 from __future__ import annotations
 
 import string
+from array import array
 
 import pytest
 from hypothesis import given, settings
@@ -128,6 +129,41 @@ def test_any_body_reads_without_an_error(body: str) -> None:
     extract(body.encode("utf-8", "surrogatepass"))
 
 
+_REFERENCES = st.lists(
+    st.sampled_from(
+        [
+            "[a]: /x.md",
+            " [B  c]: <y.md> 'T'",
+            "> [é]: /z.md",
+            "-->[d]: /w.md",
+            "<!-- c",
+            "[a] [b c] [é][] [x][d] [É]",
+            "```",
+            "    [a]: /code.md",
+            "- [a]: /item.md",
+            "[lo\\]ng]: /v.md",
+            "[lo\\]ng] [a\\]",
+            "",
+            "# [a]",
+            "text",
+        ]
+    ),
+    max_size=20,
+).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_REFERENCES, _MARKUP), st.booleans())
+def test_uses_no_definition_can_match_are_dropped_unseen(body: str, as_bytes: bool) -> None:
+    """A reference use is kept only where its label may be defined (``_Labels``): the links
+    are those found when every use is kept."""
+    form: str | bytes = body.encode("utf-8", "surrogatepass") if as_bytes else body
+    kept = extract(form)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(links._Labels, "__contains__", lambda self, label: True)
+        assert extract(form) == kept
+
+
 _SYNTAX = st.text(alphabet="ab `\\[]()<>!\n", max_size=60)
 
 
@@ -147,6 +183,38 @@ def test_the_masking_shortcuts_equal_the_general_rules(text: str) -> None:
         elif char == "]" and stack:
             want[stack.pop()] = at
     assert links._closing_brackets(masked) == want
+    closing = links._Closing(masked)
+    for at, char in enumerate(masked):
+        if char == "[":
+            assert closing.get(at) == want.get(at)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet="ab :/.whtpw(*_~)\n<", max_size=60),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 8)), max_size=5),
+)
+def test_bare_urls_are_read_around_the_links(text: str, spans: list[tuple[int, int]]) -> None:
+    """Bare URLs are looked for in the gaps between the spans links and comments take, as in
+    the text with those spans blanked."""
+    taken = sorted((min(at, len(text)), min(at + size, len(text))) for at, size in spans)
+    taken = [span for span in taken if span[0] < span[1]]
+    rest = links._blanked(text, taken)
+    want: list[links.Link] = []
+    oracle = links.Extractor(text, want.append)
+    for found in links._BARE.finditer(rest):
+        at = found.start()
+        if at and not (rest[at - 1].isspace() or rest[at - 1] in "*_~("):
+            continue
+        url = links._BARE_TRAIL.sub("", found.group())
+        while url.endswith(")") and url.count(")") > url.count("("):
+            url = url[:-1]
+        if "://" in url or url[:4].lower() == "www.":
+            oracle._add(at, "", url, url, links.AUTOLINK)
+    got: list[links.Link] = []
+    flat = array("I", [offset for span in taken for offset in span])
+    links.Extractor(text, got.append)._bare(text, flat, lambda at: at, "")
+    assert got == want
 
 
 @settings(max_examples=200, deadline=None)
@@ -335,3 +403,15 @@ def test_a_links_body_is_strict() -> None:
     ):
         with pytest.raises(MalformedResponse):
             bodies.parse_links(broken)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab `\\[]()<>!:/.w-\"'\n", max_size=60))
+def test_a_paragraph_reads_alike_with_its_final_newline(text: str) -> None:
+    """A section of one paragraph is read in place, its final newline kept."""
+    found: list[list[links.Link]] = [[], []]
+    for form, out in zip((text, text + "\n"), found, strict=True):
+        extractor = links.Extractor(form, out.append)
+        extractor._block(form, 1, "")
+        extractor.links()
+    assert found[0] == found[1]

@@ -3,9 +3,11 @@ content that has no frontmatter left."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from markproto.protocol import mdparse
 from markproto.protocol.mdparse import ParsedHeading, find_headings, first_paragraph
 
 
@@ -70,6 +72,21 @@ BLOCK_LINES = st.lists(
             "===",
             "---",
             "",
+            "",
+            "Title *a*",
+            "text",
+            "- item",
+            "1. step",
+            "2) next",
+            "  - nested",
+            "    more",
+            "> quote",
+            ">",
+            "\u00a0",
+            "\u00a0 x",
+            "\t- tab",
+            "[ref]",
+            "]",
         ]
     ),
     max_size=40,
@@ -77,8 +94,15 @@ BLOCK_LINES = st.lists(
 
 
 @settings(max_examples=300, deadline=None)
-@given(BLOCK_LINES, st.integers(1, 40))
-def test_pieces_parse_as_the_whole(content: str, chunk: int) -> None:
+@given(BLOCK_LINES, st.integers(1, 40), st.booleans(), st.booleans())
+def test_pieces_parse_as_the_whole(content: str, chunk: int, crlf: bool, as_bytes: bool) -> None:
     """Parsing in pieces (bounded memory on a large document) finds what one parse finds:
-    fences, HTML blocks and link definitions left open at a piece's end are never cut."""
-    assert find_headings(content, chunk=chunk) == find_headings(content, chunk=len(content) + 1)
+    fences, HTML blocks and link definitions left open at a piece's end are never cut, nor is
+    a paragraph, a list item or a quote a later line may still continue."""
+    form: str | bytes = content.replace("\n", "\r\n") if crlf else content
+    form = form.encode() if as_bytes else form
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mdparse, "SCAN", False)
+        whole = find_headings(form, chunk=len(form) + 1)
+        assert find_headings(form, chunk=chunk) == whole
+    assert find_headings(form, chunk=chunk) == whole

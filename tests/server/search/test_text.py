@@ -17,6 +17,7 @@ from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.text import (
     catalog_terms,
     field_words,
+    line_cut,
     loose_text,
     prose_words,
     query_terms,
@@ -255,3 +256,36 @@ def test_loose_text_bounds_each_stripped_line(raw: str) -> None:
     for line, bound in zip(lines, loose, strict=True):
         for word in go_lower(strip_line(line)).split():
             assert word in bound
+
+
+LINE_PIECES = st.sampled_from(
+    [*"ab XY0-*+>|=~`![]()<>/:é\x1c\t", " ", " ", "](", "![", "[[", "~~", "<a ", "</b>"]
+)
+LINE = st.one_of(
+    st.lists(LINE_PIECES, max_size=60).map("".join),
+    st.lists(st.one_of(LINE_PIECES, st.sampled_from([" a", " b", " [", " <", " ("])), max_size=60)
+    .map("".join)
+    .map(lambda line: "w " + line),
+)
+"""Any line, and lines that start with a word and have many places a cut may go."""
+
+
+@settings(max_examples=1500, deadline=None)
+@given(LINE, st.data())
+def test_a_long_line_cut_keeps_its_words(line: str, data: st.DataObject) -> None:
+    """Wherever ``line_cut`` cuts a line (again and again), its parts' words are its own."""
+    raw = line.encode()
+    cuts, start, continued = [], 0, False
+    while start < len(raw):
+        low = data.draw(st.integers(start, len(raw)))
+        at = line_cut(raw, start, low, len(raw), continued)
+        if at < 0:
+            break
+        assert low < at < len(raw) and raw[at - 1 : at] == b" "
+        cuts.append(at)
+        start, continued = at, True
+    parts = [raw[a:b].decode() for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    words = [prose_words(part) for part in parts]
+    whole = prose_words(line)
+    assert [w for part in words for w in part or ()] == (whole or [])
+    assert any(part is not None for part in words) == (whole is not None)
