@@ -28,7 +28,7 @@ from markproto.server.handlers import Context
 from markproto.server.ratelimit import RateLimiter
 from markproto.server.responses import ResponseCache
 from markproto.server.search import saved
-from markproto.server.search.build import Build, save, saved_form
+from markproto.server.search.build import Build, saved_form, write
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.streaming import LongResponse
@@ -334,16 +334,11 @@ class App:
         form = saved_form(lookup, content)
         if form is None:
             return
-        self._saved_at = started = time.monotonic()
-        try:
-            await asyncio.to_thread(saved.save, saved_index_file(self.config), content.root, form)
-        except OSError as exc:
-            lookup.dirty = True
-            log.warning("lookup index not saved (tried again later): %s", exc)
-            return
+        self._saved_at = time.monotonic()
+        wrote = await asyncio.to_thread(self._write_index, lookup, form, content)
         del form
-        log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
-        await _trim()
+        if wrote:
+            await _trim()
 
     async def _every(self, seconds: float, job: Callable[[], object]) -> None:
         while True:
@@ -430,16 +425,23 @@ class App:
         return drained
 
     def _save_index(self, content: Content) -> None:
-        if self._lookup is None:
-            return
+        """Save the lookup index at stop, if it changed since it was built, restored or saved."""
+        lookup = self._lookup
+        if lookup is not None and (form := saved_form(lookup, content)) is not None:
+            self._write_index(lookup, form, content)
+
+    def _write_index(self, lookup: Lookup, form: saved.Saved, content: Content) -> bool:
+        """Write a saved form (any thread), logged either way; whether it was written (if not,
+        the index stays dirty: the next save tries again, and a start meanwhile restores the
+        last copy saved and analyses what changed since)."""
         started = time.monotonic()
         try:
-            wrote = save(self._lookup, content, saved_index_file(self.config))
+            write(lookup, form, content.root, saved_index_file(self.config))
         except OSError as exc:
-            log.warning("lookup index not saved (the next start indexes again): %s", exc)
-            return
-        if wrote:
-            log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
+            log.warning("lookup index not saved (tried again at the next save): %s", exc)
+            return False
+        log.info("lookup index saved", extra={"seconds": round(time.monotonic() - started, 3)})
+        return True
 
 
 async def _warm(asked: asyncio.Event) -> None:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     _Batch = tuple[list[Analysis], tuple[Postings, ...]]
 
-__all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save", "saved_form"]
+__all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save", "saved_form", "write"]
 
 log = logging.getLogger("markproto.server.search.build")
 
@@ -79,16 +79,22 @@ class Build:
 
 def save(lookup: Lookup, content: Content, file: Path) -> bool:
     """Save ``lookup``'s indexes if they changed since they were built, restored or last saved;
-    whether it wrote them (at stop: ``saved_form`` and ``saving.save`` in one)."""
+    whether it wrote them (``saved_form`` and ``write`` in one)."""
     form = saved_form(lookup, content)
     if form is None:
         return False
+    write(lookup, form, content.root, file)
+    return True
+
+
+def write(lookup: Lookup, form: saving.Saved, root: Path, file: Path) -> None:
+    """Write a form ``saved_form`` made (any thread); if that fails, ``lookup`` is dirty again,
+    so the next save tries once more."""
     try:
-        saving.save(file, content.root, form)
+        saving.save(file, root, form)
     except BaseException:
         lookup.dirty = True
         raise
-    return True
 
 
 def saved_form(lookup: Lookup, content: Content) -> saving.Saved | None:
