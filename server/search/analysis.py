@@ -172,13 +172,6 @@ class Analysis:
         any, so that every document's first slot is its own."""
         return max(len(self.outline), 1)
 
-    def terms(self) -> Iterator[str]:
-        """The document's terms (a term in several runs comes once a run)."""
-        assert self.postings is not None
-        for run in self.postings:
-            if run.terms:
-                yield from run.terms.split("\n")
-
 
 def analyze(body: bytes) -> Analysis:
     """Cut a body into the shared mdoutline sections and split each into words (SPEC §5.7)."""
