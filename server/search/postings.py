@@ -196,7 +196,7 @@ class PostingLists:
                 done, tail = 0, self._tail
                 frozen = self._words.split(b"\n")  # a moment's list, to bisect in C
                 count = len(frozen) - 1
-                starts = array("I", accumulate(map((1).__add__, map(len, frozen)), initial=0))
+                starts = _starts(frozen)
                 for key, term in sorted((_encode(term), term) for term in tail):
                     at = bisect_left(frozen, key, done, count)
                     out.copy(self, frozen, starts, done, at)
@@ -255,10 +255,14 @@ class PostingLists:
         self._top = top
 
 
+def _starts(terms: list[bytes]) -> array[int]:
+    """Where each of ``terms`` starts in their newline-joined form, and where that ends."""
+    return array("I", accumulate(map((1).__add__, map(len, terms)), initial=0))
+
+
 def _sampled(terms: list[bytes]) -> tuple[list[bytes], array[int]]:
     """Every ``SAMPLE``-th of the frozen ``terms`` and where each starts in their joined form."""
-    starts = array("I", accumulate(map((1).__add__, map(len, terms)), initial=0))
-    return terms[::SAMPLE], starts[: len(terms) : SAMPLE]
+    return terms[::SAMPLE], _starts(terms)[: len(terms) : SAMPLE]
 
 
 class _Segment:
