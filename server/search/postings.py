@@ -16,11 +16,13 @@ a share of the frozen segment, and when the writes pause (``BodyIndex.freeze``).
 
 from __future__ import annotations
 
+import re
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterator
-from itertools import accumulate, repeat
+from itertools import chain, repeat
 from operator import add
+from re import Match
 
 from markproto.server.search.analysis import FLAG_BITS, combine
 
@@ -29,10 +31,16 @@ __all__ = ["PostingLists"]
 _SHIFT = FLAG_BITS
 _TERM_COST = 200
 """About what a term of the tail costs beside its entries (str, dict slot, array), bytes."""
-_TAIL_MIN = 512 << 10
-"""Tail bytes below which a write never merges. A merge copies the whole frozen segment, so a
-write merges only once the tail is half its size: the FastAPI x5 publish merges 13 times (about
-0.5 ms a document in all); at a quarter, 42 times and three times the cost."""
+_TAIL_MIN = 128 << 10
+"""Tail bytes below which a write never merges."""
+_TAIL_SHARE = 8
+"""A write merges once the tail is this share of the whole. The tail's objects (a str and an
+array a term) are small, in pymalloc's arenas, and a merge frees them all at once: the arenas a
+large tail spread into stay behind, pinned by what was allocated beside it (at half the
+segment, FastAPI x5 published settled at 1.6-1.7x its bodies, at an eighth 1.2-1.4x). A merge
+copies the segment, so a smaller share costs more: the x5 publish's body index work (775
+documents) took 2.3-2.4 s of CPU at an eighth, 1.2-1.4 s at a half (docs/PERFORMANCE.md, "Board
+budget")."""
 _DEAD_MAX = 64
 """Dead ranges (documents removed from the frozen segment) that make a write merge: each is
 cut out of every lookup until then."""
@@ -41,6 +49,7 @@ SAMPLE = 64
 searches the ~600 bytes of one block, where bisecting every term with a key function took 14
 calls into Python (about 12 us a term, twice a query)."""
 _NOBODY = array("I")
+_NEWLINE = re.compile(b"\n")
 
 
 def _encode(term: str) -> bytes:
@@ -56,6 +65,9 @@ class PostingLists:
         self._sample: list[bytes] = []
         """Frozen terms 0, ``SAMPLE``, 2 ``SAMPLE``, ... and where each starts in ``_words``."""
         self._marks = array("I")
+        self._starts = array("I", (0,))
+        """Where each frozen term starts in ``_words``, and where the last ends (a merge bisects
+        the terms by them, holding no object per term: see ``_starts``)."""
         self._begins = array("I", (0,))
         """Where each frozen term's entries start in ``_entries``, and their end."""
         self._entries = array("I")
@@ -81,7 +93,9 @@ class PostingLists:
                 total += count
                 begins.append(total)
             out._words, out._entries = words, entries
-            out._sample, out._marks = _sampled(words.split(b"\n")[:-1])
+            out._starts = _starts(words)
+            out._marks = out._starts[:-1:SAMPLE]
+            out._sample = _sample(words, out._marks)
         out._top = top
         return out
 
@@ -94,7 +108,7 @@ class PostingLists:
     @property
     def size(self) -> int:
         """Bytes held, about (what decides a merge)."""
-        frozen = len(self._words) + 4 * len(self._begins) + 4 * len(self._entries)
+        frozen = len(self._words) + 4 * (len(self._begins) + len(self._starts) + len(self._entries))
         return frozen + _TERM_COST * len(self._tail) + 4 * self._tail_entries
 
     # -- lookups ----------------------------------------------------------------------------------
@@ -182,7 +196,7 @@ class PostingLists:
     def due(self) -> bool:
         """Whether the tail has outgrown its share: a write should ``freeze`` now."""
         tail = _TERM_COST * len(self._tail) + 4 * self._tail_entries
-        return len(self._dead) > _DEAD_MAX or tail > max(_TAIL_MIN, self.size // 2)
+        return len(self._dead) > _DEAD_MAX or tail > max(_TAIL_MIN, self.size // _TAIL_SHARE)
 
     def freeze(self, top: int) -> None:
         """Merge the tail into the frozen segment and drop the dead entries; slots below
@@ -193,24 +207,31 @@ class PostingLists:
                 for word, found in self._merged():
                     out.add(word, found)
             else:  # the frozen terms between two of the tail's are copied as they are, in C
-                done, tail = 0, self._tail
-                frozen = self._words.split(b"\n")  # a moment's list, to bisect in C
-                count = len(frozen) - 1
-                starts = _starts(frozen)
-                for key, term in sorted((_encode(term), term) for term in tail):
-                    at = bisect_left(frozen, key, done, count)
-                    out.copy(self, frozen, starts, done, at)
+                done, tail, words = 0, self._tail, self._words
+                starts = self._starts
+                count = len(starts) - 1
+
+                def term_at(number: int) -> bytes:
+                    return words[starts[number] : starts[number + 1] - 1]
+
+                for term in sorted(tail):  # code point order is UTF-8's
+                    key = _encode(term)
+                    low = max((bisect_right(self._sample, key) - 1) * SAMPLE, done)
+                    at = bisect_left(range(count), key, low, min(low + SAMPLE, count), key=term_at)
+                    out.copy(self, starts, done, at)
                     found = tail[term]
-                    if at < count and frozen[at] == key:
+                    if at < count and term_at(at) == key:
                         found = self._entries[self._begins[at] : self._begins[at + 1]] + found
                         at += 1
                     out.add(key, found)
                     done = at
-                out.copy(self, frozen, starts, done, count)
+                out.copy(self, starts, done, count)
+                del tail, starts
             self._words = bytes(out.words)
-            self._sample, self._marks = out.sample, out.marks
-            self._begins, self._entries = out.begins, out.entries
+            self._begins, self._entries, self._starts = out.begins, out.entries, out.starts
             self._tail, self._tail_entries, self._dead = {}, 0, []
+            self._marks = out.marks
+            self._sample = _sample(self._words, out.marks)  # the merge's transients freed first
         self._top = top
 
     def _merged(self) -> Iterator[tuple[bytes, array[int]]]:
@@ -219,7 +240,7 @@ class PostingLists:
         tail = self._tail
         news = sorted((_encode(term), term) for term in tail)
         j = 0
-        for i, word in enumerate(self._words.split(b"\n")[:-1]):
+        for i, word in enumerate(_terms(self._words)):
             while j < len(news) and news[j][0] < word:
                 yield news[j][0], tail[news[j][1]]
                 j += 1
@@ -255,14 +276,26 @@ class PostingLists:
         self._top = top
 
 
-def _starts(terms: list[bytes]) -> array[int]:
-    """Where each of ``terms`` starts in their newline-joined form, and where that ends."""
-    return array("I", accumulate(map((1).__add__, map(len, terms)), initial=0))
+def _starts(words: bytes) -> array[int]:
+    """Where each of the frozen terms starts in ``words``, and where the last ends (past its
+    newline): one array, not a list of the terms, so a restore holds no object per term (their
+    pymalloc arenas would stay behind, pinned by what is allocated meanwhile)."""
+    return array("I", chain((0,), map(Match.end, _NEWLINE.finditer(words))))
 
 
-def _sampled(terms: list[bytes]) -> tuple[list[bytes], array[int]]:
-    """Every ``SAMPLE``-th of the frozen ``terms`` and where each starts in their joined form."""
-    return terms[::SAMPLE], _starts(terms)[: len(terms) : SAMPLE]
+def _terms(words: bytes) -> Iterator[bytes]:
+    """The frozen terms of ``words``, one at a time (see ``_starts``)."""
+    begin = 0
+    for newline in _NEWLINE.finditer(words):
+        yield words[begin : newline.start()]
+        begin = newline.end()
+
+
+def _sample(words: bytes, marks: array[int]) -> list[bytes]:
+    """The frozen terms that start at ``marks`` in ``words``, each a bytes object of its own,
+    made once a merge's transient objects are freed (one kept from among thousands pins the
+    pymalloc pool of each, and so its arena)."""
+    return [words[mark : words.index(b"\n", mark)] for mark in marks]
 
 
 class _Segment:
@@ -270,32 +303,30 @@ class _Segment:
 
     def __init__(self) -> None:
         self.words = bytearray()
-        self.sample: list[bytes] = []
         self.marks = array("I")
         self.begins = array("I", (0,))
         self.entries = array("I")
+        self.starts = array("I", (0,))
 
     def add(self, word: bytes, found: array[int]) -> None:
         if (len(self.begins) - 1) % SAMPLE == 0:
-            self.sample.append(word)
             self.marks.append(len(self.words))
         self.words += word
         self.words += b"\n"
+        self.starts.append(len(self.words))
         self.entries += found
         self.begins.append(len(self.entries))
 
-    def copy(
-        self, old: PostingLists, frozen: list[bytes], starts: array[int], first: int, stop: int
-    ) -> None:
-        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are (``frozen``
-        its terms, ``starts`` where each starts in its words)."""
+    def copy(self, old: PostingLists, starts: array[int], first: int, stop: int) -> None:
+        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are (``starts``
+        where each starts in its words)."""
         if stop <= first:
             return
         number = len(self.begins) - 1
         shift = len(self.words) - starts[first]
         for at in range(first + -number % SAMPLE, stop, SAMPLE):  # new numbers SAMPLE * k
-            self.sample.append(frozen[at])
             self.marks.append(starts[at] + shift)
+        self.starts.extend(map(add, starts[first + 1 : stop + 1], repeat(shift)))
         self.words += old._words[starts[first] : starts[stop]]
         start = old._begins[first]
         shift = len(self.entries) - start

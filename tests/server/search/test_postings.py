@@ -3,6 +3,7 @@ and a save and restore, every term's entries are what a plain dict of lists says
 
 from __future__ import annotations
 
+import tracemalloc
 from array import array
 
 from hypothesis import given, settings
@@ -82,3 +83,21 @@ def test_a_vocabulary_of_many_blocks_finds_every_term(
             for term in model.keys() | absent:
                 assert list(copy.get(term)) == model.get(term, [])
             assert len(copy) == len(model)
+
+
+def test_a_merge_holds_no_object_per_frozen_term() -> None:
+    """A merge (``freeze``) copies the frozen segment as flat buffers: its transient peak is
+    about the new segment's own size, not an object per term (whose pymalloc arenas would stay
+    behind after the merge, issue 13's board budget)."""
+    lists = PostingLists()
+    words = [f"term{n:05d}" for n in range(20_000)]
+    lists.extend("\n".join(words), array("I", [1] * len(words)), array("I", [1] * len(words)), 0)
+    lists.freeze(1)
+    fresh = [f"new{n:04d}" for n in range(100)] + words[::200]
+    lists.extend("\n".join(fresh), array("I", [1] * len(fresh)), array("I", [1] * len(fresh)), 1)
+    tracemalloc.start()
+    lists.freeze(2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 * lists.size
+    assert list(lists.get(words[200])) == [1, 1 << FLAG_BITS | 1]
