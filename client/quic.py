@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import re
 import socket
 import ssl
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +46,7 @@ from markproto.client.errors import (
 from markproto.client.trust import Plan, Verification
 from markproto.protocol.datagrams import queued
 from markproto.protocol.digests import fingerprint
-from markproto.protocol.limits import ALPN
+from markproto.protocol.limits import ALPN, LOOPBACK_DATAGRAM
 
 _GIVE_UP = 0
 """Application error code on streams the client abandons (timeout, oversize response)."""
@@ -214,6 +216,7 @@ class ClientProtocol(QuicConnectionProtocol):
                 _settle(ex.done, StreamReset(message, sent=True))
         elif isinstance(event, HandshakeCompleted):
             if event.alpn_protocol == ALPN:
+                self._widen_datagrams()
                 _settle(self.handshake, None)
             else:
                 _settle(self.handshake, self._alpn_mismatch())
@@ -253,6 +256,14 @@ class ClientProtocol(QuicConnectionProtocol):
         _settle(self.lost, None)
 
     # private
+
+    def _widen_datagrams(self) -> None:
+        """On a loopback path, send datagrams as large as the path and the peer take."""
+        size = loopback_datagram_size(self._socket)
+        if size:
+            quicadapter.raise_datagram_size(
+                self.quic, min(size, quicadapter.peer_max_udp_payload(self.quic))
+            )
 
     def _pump(self) -> None:
         """Open streams for queued requests while the peer's stream credit allows."""
@@ -335,6 +346,33 @@ class ClientProtocol(QuicConnectionProtocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
+
+
+def loopback_datagram_size(sock: socket.socket) -> int:
+    """The largest UDP payload the kernel carries to a loopback peer of the connected ``sock``
+    (its path MTU less the IP and UDP headers), capped at `LOOPBACK_DATAGRAM`; 0 for any other
+    peer, or where the kernel does not say (only Linux's ``IP_MTU`` / ``IPV6_MTU`` is read).
+
+    QUIC sends 1,200-byte datagrams unless the path is known to take more (RFC 9000 §14); aioquic
+    has no path MTU discovery. A loopback path's MTU is the interface's, which the kernel knows."""
+    if sys.platform != "linux":
+        return 0
+    try:
+        peer = ipaddress.ip_address(sock.getpeername()[0])
+        if not peer.is_loopback:
+            return 0
+        if sock.family == socket.AF_INET6:
+            mtu, headers = sock.getsockopt(socket.IPPROTO_IPV6, _IPV6_MTU), 48
+        else:
+            mtu, headers = sock.getsockopt(socket.IPPROTO_IP, _IP_MTU), 28
+    except (OSError, ValueError):
+        return 0
+    return max(0, min(LOOPBACK_DATAGRAM, mtu - headers))
+
+
+_IP_MTU = 14
+_IPV6_MTU = 24
+"""Linux's socket options for a connected socket's path MTU (absent from Python's socket)."""
 
 
 def readable(phrase: str) -> str:

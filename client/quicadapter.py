@@ -14,10 +14,18 @@ the connection logic:
 
 from __future__ import annotations
 
+from aioquic._buffer import Buffer  # aioquic.buffer re-exports it, but not for type checkers
 from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE
+from aioquic.quic.congestion.base import K_INITIAL_WINDOW
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.events import ConnectionTerminated
+from aioquic.quic.packet import pull_quic_transport_parameters
+from aioquic.tls import ExtensionType
 from cryptography.hazmat.primitives.serialization import Encoding
+
+_DEFAULT_MAX_UDP_PAYLOAD = 65527
+"""``max_udp_payload_size`` of a peer that sent none (RFC 9000 §18.2)."""
 
 
 def peer_certificate(quic: QuicConnection) -> bytes | None:
@@ -48,3 +56,30 @@ def cancel_timers(protocol: QuicConnectionProtocol) -> None:
         if handle is not None:
             handle.cancel()
     protocol._timer = protocol._transmit_task = None
+
+
+def peer_max_udp_payload(quic: QuicConnection) -> int:
+    """The largest UDP payload the peer said it takes (its ``max_udp_payload_size`` transport
+    parameter, RFC 9000 §18.2: 65527 when it sent none); aioquic reads it only to check it."""
+    for ext_type, data in quic.tls.received_extensions or ():
+        if ext_type == ExtensionType.QUIC_TRANSPORT_PARAMETERS:
+            params = pull_quic_transport_parameters(Buffer(data=data))
+            return params.max_udp_payload_size or _DEFAULT_MAX_UDP_PAYLOAD
+    return SMALLEST_MAX_DATAGRAM_SIZE
+
+
+def raise_datagram_size(quic: QuicConnection, size: int) -> None:
+    """Send datagrams of up to ``size`` bytes from now on. aioquic fixes the size when the
+    connection is made; the packet builder, the pacer and the congestion controller each keep a
+    copy, and the congestion window starts from its initial ten datagrams at the new size."""
+    if size <= quic._max_datagram_size:
+        return
+    quic._max_datagram_size = size
+    loss = quic._loss
+    loss._pacer._max_datagram_size = size
+    cc = loss._cc
+    if hasattr(cc, "_max_datagram_size"):
+        cc._max_datagram_size = size
+    if hasattr(cc, "additive_increase_factor"):
+        cc.additive_increase_factor = size
+    cc.congestion_window = max(cc.congestion_window, K_INITIAL_WINDOW * size)

@@ -58,5 +58,9 @@ READ_BATCH: Final = 32
 """Datagrams a QUIC endpoint (server or client) reads off its socket before it transmits, once
 per connection (`datagrams.queued`); the bound keeps what is handled before anyone hears back to
 a few ms."""
+LOOPBACK_DATAGRAM: Final = 16384
+"""The largest UDP payload a client sends to a loopback peer once the handshake is done (SPEC
+§1.1): everywhere else QUIC's 1,200 bytes. 32 KiB and 64 KiB cost both ends more CPU per document
+of an import than 16 KiB (docs/PERFORMANCE.md "Import: what moved it")."""
 DATAGRAM_MAX: Final = 65535
 """The largest UDP payload: what a read off the socket asks for."""

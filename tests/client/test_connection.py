@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aioquic._buffer import Buffer
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection, stream_is_unidirectional
 from aioquic.quic.events import ConnectionTerminated, QuicEvent, StreamDataReceived
+from aioquic.quic.packet import pull_quic_transport_parameters, push_quic_transport_parameters
 
 from markproto.client import (
     ALPNMismatch,
@@ -30,7 +33,7 @@ from markproto.client import (
     UsageError,
 )
 from markproto.client.connection import split_authority
-from markproto.protocol.limits import ALPN
+from markproto.protocol.limits import ALPN, LOOPBACK_DATAGRAM
 from markproto.server import devcert
 
 Answer = Callable[["Peer", int, bytes], None]
@@ -42,6 +45,8 @@ class Peer(QuicConnectionProtocol):
 
     answer: Answer
     log: list[Peer]
+    max_udp_payload: int | None = None
+    """The ``max_udp_payload_size`` transport parameter to send (aioquic sends none)."""
 
     def __init__(self, quic: QuicConnection, *args: Any, **kwargs: Any) -> None:
         super().__init__(quic, *args, **kwargs)
@@ -49,7 +54,28 @@ class Peer(QuicConnectionProtocol):
         self.buffers: dict[int, bytearray] = {}
         self.terminated = asyncio.Event()
         self.silent = False
+        self.sizes: list[int] = []
+        """The size of every datagram received, in order."""
         self.log.append(self)
+        if self.max_udp_payload is not None:
+            quic._serialize_transport_parameters = self._advertise(  # type: ignore[method-assign]
+                quic._serialize_transport_parameters, self.max_udp_payload
+            )
+
+    @staticmethod
+    def _advertise(serialize: Callable[[], bytes], size: int) -> Callable[[], bytes]:
+        def serialized() -> bytes:
+            params = pull_quic_transport_parameters(Buffer(data=serialize()))
+            params.max_udp_payload_size = size
+            buf = Buffer(capacity=4096)
+            push_quic_transport_parameters(buf, params)
+            return buf.data
+
+        return serialized
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        self.sizes.append(len(data))
+        super().datagram_received(data, addr)
 
     def quic_event_received(self, event: QuicEvent) -> None:
         if isinstance(event, StreamDataReceived) and not stream_is_unidirectional(event.stream_id):
@@ -130,11 +156,13 @@ async def serve_peer(
     host: str = "127.0.0.1",
     port: int = 0,
     idle_timeout: float = 60.0,
+    max_udp_payload: int | None = None,
 ) -> Served:
     config = QuicConfiguration(is_client=False, alpn_protocols=[alpn], idle_timeout=idle_timeout)
     config.load_cert_chain(*certs)
     log: list[Peer] = []
-    protocol = type("TestPeer", (Peer,), {"answer": staticmethod(answer), "log": log})
+    members = {"answer": staticmethod(answer), "log": log, "max_udp_payload": max_udp_payload}
+    protocol = type("TestPeer", (Peer,), members)
     transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
         lambda: QuicServer(configuration=config, create_protocol=protocol),
         local_addr=(host, port),
@@ -389,6 +417,45 @@ async def test_ipv6_literal(certs: tuple[Path, Path]) -> None:
         await server.stop()
 
 
+async def upload(certs: tuple[Path, Path], host: str, **served: Any) -> list[int]:
+    """The sizes of the datagrams a 200 KB request and its handshake reached the server in."""
+    try:
+        server = await serve_peer(certs, host=host, **served)
+    except OSError:
+        pytest.skip(f"no {host} here")
+    body = bytes(range(256)) * 800
+    try:
+        async with pool_for(certs) as pool:
+            authority = f"[{host}]:{server.port}" if ":" in host else f"{host}:{server.port}"
+            assert await pool.request(authority, body) == body
+        (peer,) = server.peers
+        return peer.sizes
+    finally:
+        await server.stop()
+
+
+LINUX_ONLY = pytest.mark.skipif(sys.platform != "linux", reason="only Linux says a path's MTU")
+
+
+@LINUX_ONLY
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+async def test_a_loopback_peer_gets_larger_datagrams_after_the_handshake(
+    certs: tuple[Path, Path], host: str
+) -> None:
+    sizes = await upload(certs, host)
+    assert sizes[0] == 1200  # the Initial, which any peer must be able to take
+    assert max(sizes) == LOOPBACK_DATAGRAM
+    assert sum(sizes) < 1.2 * 200_000
+
+
+@LINUX_ONLY
+async def test_a_peer_s_max_udp_payload_size_bounds_the_datagrams(
+    certs: tuple[Path, Path],
+) -> None:
+    sizes = await upload(certs, "127.0.0.1", max_udp_payload=1452)
+    assert max(sizes) == 1452
+
+
 async def test_idle_timeout_evicts_and_keepalive_prevents_it(certs: tuple[Path, Path]) -> None:
     server = await serve_peer(certs, idle_timeout=0.3)
     authority = f"127.0.0.1:{server.port}"
@@ -438,3 +505,18 @@ def test_a_bad_authority_is_a_usage_error() -> None:
     assert split_authority("[::1]:7000") == ("::1", 7000)
     with pytest.raises(UsageError, match="IPv6 addresses go in brackets"):
         split_authority("::1:6309")
+
+
+@LINUX_ONLY
+def test_only_a_loopback_path_is_known_to_take_larger_datagrams() -> None:
+    from markproto.client.quic import loopback_datagram_size
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.connect(("127.0.0.1", 9))
+        assert loopback_datagram_size(sock) == LOOPBACK_DATAGRAM
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("192.0.2.1", 9))  # TEST-NET-1: routed like any remote host, never sent
+        except OSError:
+            pytest.skip("no route to a non-loopback address here")
+        assert loopback_datagram_size(sock) == 0
