@@ -146,11 +146,18 @@ _SLUG_DROPS = re.compile(rf"[^\w\-{re.escape(SPACE)}]")
 """What a slug drops: all but letters, numbers, ``_``, ``-`` and space runes (``\\w`` is Go's
 word rune)."""
 _SPACE_TO_DASH = str.maketrans(dict.fromkeys(SPACE, "-"))
+_ASCII_SLUG = bytes.maketrans(
+    bytes(range(65, 91)) + SPACE[:6].encode(), bytes(range(97, 123)) + b"-" * 6
+)
+_ASCII_SLUG_DROPS = bytes(c for c in range(128) if _SLUG_DROPS.fullmatch(chr(c)))
 
 
 def slug(text: str) -> str:
     """The reference's anchor slug (§9): runes lowered one by one, letters, numbers, ``_`` and
-    ``-`` kept, each space rune turned into ``-`` (runs not collapsed), everything else dropped."""
+    ``-`` kept, each space rune turned into ``-`` (runs not collapsed), everything else dropped.
+    An ASCII heading (most are) takes one ``bytes.translate``: the same rule as a table."""
+    if text.isascii():
+        return text.encode().translate(_ASCII_SLUG, _ASCII_SLUG_DROPS).decode()
     return _SLUG_DROPS.sub("", lower(text)).translate(_SPACE_TO_DASH)
 
 

@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import and_, contains, rshift
+from operator import and_, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
@@ -85,34 +85,43 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     Stripping is line by line, so only the lines that can win are stripped: each line's
     ``loose_text`` bounds its terms from above. The first line holding every term wins outright
     (most often there is one); else lines are tried best bound first until no bound left can
-    beat what was found.
+    beat what was found. Lines are found with ``str.find`` over the whole loose text (in C),
+    and only a line that can win is cut out of the raw text: neither text is split whole.
     """
     weights = list(rarity) or [1.0] * len(terms)
-    loose = loose_text(raw).split("\n")
-    lines = raw.split("\n")
+    text = loose_text(raw)
     rarest = terms[weights.index(max(weights))]
-    for line in compress(range(len(loose)), map(contains, loose, repeat(rarest))):
-        if all(map(loose[line].__contains__, terms)):
-            stripped = strip_line(lines[line])
+    at = text.find(rarest)
+    while at >= 0:  # the lines holding the rarest term, found in C, in order
+        start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+        if all(map(text[start : end if end >= 0 else len(text)].__contains__, terms)):
+            line = text.count("\n", 0, start)
+            stripped = strip_line(raw.split("\n", line + 1)[line])
             if all(map(lower(stripped).__contains__, terms)):
                 return _cut(stripped)
+        at = text.find(rarest, end) if end >= 0 else -1
     # (distinct terms, then rarity) as one number: each term found adds more than all rarity
     big = sum(weights) + 1.0
     values = [big + weight for weight in weights]
-    bounds: dict[int, float] = {}
+    bounds: dict[int, float] = {}  # by where the line starts in ``text``
     for term, value in zip(terms, values, strict=True):
-        for line in compress(range(len(loose)), map(contains, loose, repeat(term))):
-            bounds[line] = bounds.get(line, 0.0) + value
+        at = text.find(term)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            bounds[start] = bounds.get(start, 0.0) + value
+            end = text.find("\n", at)
+            at = text.find(term, end) if end >= 0 else -1
     best, best_line, best_key = "", -1, 0.0
-    for line, bound in sorted(bounds.items(), key=lambda item: (-item[1], item[0])):
-        if bound < best_key or (bound == best_key and line > best_line):
+    for start, bound in sorted(bounds.items(), key=lambda item: (-item[1], item[0])):
+        if bound < best_key or (bound == best_key and start > best_line):
             break
-        stripped = strip_line(lines[line])
+        line = text.count("\n", 0, start)
+        stripped = strip_line(raw.split("\n", line + 1)[line])
         key = sum(compress(values, map(lower(stripped).__contains__, terms)))
-        if key > best_key or (key == best_key and key and line < best_line):
-            best, best_line, best_key = stripped, line, key
+        if key > best_key or (key == best_key and key and start < best_line):
+            best, best_line, best_key = stripped, start, key
     if not best_key:
-        best = next(filter(None, map(strip_line, lines)), "")
+        best = next(filter(None, map(strip_line, raw.split("\n"))), "")
     return _cut(best)
 
 

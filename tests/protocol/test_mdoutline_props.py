@@ -146,6 +146,15 @@ def test_slug_keeps_only_anchor_characters(text: str) -> None:
     assert all(c in "-_" or unicodedata.category(c)[0] in "LN" for c in anchor)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_slug_is_the_rune_rule(text: str) -> None:
+    # an ASCII heading takes a byte table; past a non-ASCII rune the same text takes the rune
+    # rule, and a slug is rune by rune, so both give the same slug
+    assert slug(text + "\u00e9") == slug(text) + "\u00e9"
+    assert slug("\u00e9" + text) == "\u00e9" + slug(text)
+
+
 YAML_LINES = st.lists(
     st.text(alphabet="abc: -.#'\"\t", max_size=10).filter(
         lambda line: re.fullmatch(r"(?:---|\.\.\.)[ \t]*", line) is None
