@@ -238,7 +238,7 @@ class _Found:
         self.of.extend(numbers)
         deque(map(self.last.__setitem__, numbers, range(first, len(self.entries))), maxlen=0)
 
-    def add_text(self, counts: Counter[str], entry: int) -> None:
+    def add_text(self, counts: dict[str, int], entry: int) -> None:
         """One piece of a section's text: each term's count added to its entry for the section."""
         fresh = self._room(len(counts), entry)
         numbers = self._numbers(counts)
@@ -258,6 +258,16 @@ class _Found:
             last[number] = len(entries)
             entries.append(entry | tf)
             of.append(number)
+
+    def fits(self, terms: int) -> bool:
+        """Whether ``terms`` more terms leave the run within ``RUN_TERMS``."""
+        return len(self.ids) + terms <= RUN_TERMS
+
+    def add_section(self, values: dict[str, int], entry: int) -> None:
+        """A whole section at once, none of it added before and its terms ``fits``: each
+        term's flags and frequency (capped), or-ed into ``entry``."""
+        self._room(len(values), entry)
+        self._append(self._numbers(values), map(entry.__or__, values.values()))
 
     def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
         """Or ``entry``'s flags into each term's entry for its section."""
@@ -321,6 +331,14 @@ held as strings at once. A line over twice this is cut where ``text.line_cut`` f
 unchanged."""
 
 
+def _counts(words: list[str]) -> dict[str, int]:
+    """Each word's frequency, capped at ``TF_MAX``."""
+    counts = Counter(words)
+    if max(counts.values()) > TF_MAX:
+        return dict(zip(counts, map(min, counts.values(), repeat(TF_MAX)), strict=True))
+    return counts
+
+
 def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tuple[int, bool]:
     """Add the words of a section's own text ``body[start:stop]`` to ``found``; its length
     and whether its stripped text is non-empty."""
@@ -344,24 +362,6 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
             found.add_text(Counter(words), entry)
         start = end
     return length, has_text
-
-
-_TOPS = dict(_LIMITS)
-
-
-def _wider(values: array[int], value: int) -> array[int]:
-    """``values`` with ``value`` appended, in a wider type first if it needs one."""
-    if value <= _TOPS[values.typecode]:
-        values.append(value)
-        return values
-    if value > _LIMITS[-1][1]:
-        raise OverflowError(value)
-    for code, limit in _LIMITS:
-        if values.typecode == code and value > limit:
-            values = array(next(c for c, top in _LIMITS if value <= top), values)
-            break
-    values.append(value)
-    return values
 
 
 class _Headings(Sequence[str]):
@@ -415,8 +415,8 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     from markproto.protocol import mdoutline
     from markproto.protocol.document import own_facts
 
-    starts, sizes, lengths, heads = array("I"), array("B"), array("B"), bytearray()
-    heading_sizes = array("B")
+    starts, sizes, lengths, heads = array("I"), array("I"), array("I"), bytearray()
+    heading_sizes = array("I")
     headings: list[str] = []
     parts: list[str] = []
     dropped = array("I")
@@ -429,7 +429,13 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     linked = _Links(body)
     for span in mdoutline.iter_own_spans(body):
         linked.section(span, count)
-        length, has_text = _words(body, span.start, span.stop, found, entry)
+        whole = span.stop - span.start <= _PIECE
+        """A section of one piece, added with its heading's words in one go (most)."""
+        if whole:
+            words = prose_words(body[span.start : span.stop].decode("utf-8", "replace"))
+            length, has_text = (len(words), True) if words is not None else (0, False)
+        else:
+            length, has_text = _words(body, span.start, span.stop, found, entry)
         if not has_text and not span.heading:
             if span.level:
                 dropped.append(count)
@@ -444,17 +450,30 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
             for heading in span.trail
         }
         own: frozenset[str] = frozenset()
+        above: set[str] = set()
         if span.trail:
             own = trail_words[span.trail[-1]]
-            found.add(own, entry | IN_TRAIL | IN_HEADING)
             above = set().union(*(trail_words[heading] for heading in span.trail[:-1])) - own
-            found.add(above, entry | IN_TRAIL)
+        values = _counts(words) if whole and words else {}
+        if whole and found.fits(len(values) + len(own) + len(above)):
+            for term in own:
+                values[term] = values.get(term, 0) | IN_TRAIL | IN_HEADING
+            for term in above:
+                values[term] = values.get(term, 0) | IN_TRAIL
+            if values:
+                found.add_section(values, entry)
+        else:  # a run may be packed between its text's words and its heading's
+            if whole and words is not None:
+                found.add_text(values, entry)
+            if span.trail:
+                found.add(own, entry | IN_TRAIL | IN_HEADING)
+                found.add(above, entry | IN_TRAIL)
         starts.append(span.start)
-        sizes = _wider(sizes, span.stop - span.start)
-        lengths = _wider(lengths, length)
+        sizes.append(span.stop - span.start)
+        lengths.append(length)
         heads.append(min(name_length((span.heading,), own), 255))
         headings.append(span.heading)
-        heading_sizes = _wider(heading_sizes, len(span.heading))
+        heading_sizes.append(len(span.heading))
         if len(headings) == HEADINGS_PER_PART:
             parts.append("".join(headings))
             headings.clear()
@@ -464,11 +483,11 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     found.seal()
     outline = Outline(
         starts,
-        sizes,
-        lengths,
+        narrow(sizes),
+        narrow(lengths),
         bytes(heads),
         tuple(parts),
-        heading_sizes,
+        narrow(heading_sizes),
         preamble,
         array("I"),
         array("I"),
@@ -494,12 +513,17 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
 
 _HEADING_KEY = "\0"
 """A link's section while the anchors are not yet known: this and its heading's number."""
-_LINK_MARKS = (b"[", b"<", b"://", b"www.")
-"""What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
 
 
 def _marked(body: bytes, start: int, stop: int) -> bool:
-    return any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+    """Whether the text may hold a link (``links.Extractor.feed``'s own first test)."""
+    find = body.find
+    return (
+        find(b"[", start, stop) >= 0
+        or find(b"<", start, stop) >= 0
+        or find(b"://", start, stop) >= 0
+        or find(b"www.", start, stop) >= 0
+    )
 
 
 def _own_section(*fields: object) -> mdoutline.OwnSection:
