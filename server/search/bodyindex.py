@@ -61,16 +61,17 @@ class Weights:
     term frequency normalized by that field's length (``b``, ``heading_b``). A section row's
     fields are its text (weight 1), its own heading and its trail: its ancestors' headings and,
     at their root, its document's tags and title. A bare row is the section its document would
-    be if the title headed its preamble: tags and title weighted and normalized as an own
-    heading, the preamble (text before any heading) as text, so both are on one scale. Then
+    be if the title headed its preamble: tags and title weighted as an own heading (normalized
+    by the titles' mean length, as every field by its own), the preamble (text before any
+    heading) as text, so both are on one scale. Then
     the importance prior and the journal demotion, which order rows but never admit one.
     docs/SPEC.md §5.7 says why each value is what it is."""
 
     k1: float = 0.9
     b: float = 0.5
     heading: float = 4.0
-    heading_b: float = 0.5
-    trail: float = 1.0
+    heading_b: float = 0.75
+    trail: float = 0.5
     prior_floor: float = 0.3
 
 
@@ -262,6 +263,8 @@ class BodyIndex:
         self._sections = 0
         self._length = 0
         self._heading_length = 0
+        self._title_length = 0
+        """The sum over documents of their tags-and-title field's length."""
 
     def __len__(self) -> int:
         return len(self._paths)
@@ -321,6 +324,7 @@ class BodyIndex:
         self._sections += doc.sections
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
+        self._title_length += _title_length(entry)
         return doc
 
     def entry(self, path: str) -> Entry | None:
@@ -352,6 +356,7 @@ class BodyIndex:
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
+        self._title_length -= _title_length(doc.entry)
 
     # -- saved and restored -----------------------------------------------------------------
 
@@ -477,12 +482,15 @@ class BodyIndex:
 
     # -- ranking ----------------------------------------------------------------------------------
 
-    def _norms(self) -> tuple[float, float]:
-        """Mean text and own-heading lengths over the sections (each at least 1)."""
-        n = self._sections
+    def _norms(self) -> tuple[float, float, float]:
+        """Mean text and own-heading lengths over the sections, and the mean length of the
+        documents' tags-and-title field (each at least 1): every field is normalized by its
+        own mean."""
+        n, documents = self._sections, len(self._docs)
         return (
             max(self._length / n if n else 0.0, 1.0),
             max(self._heading_length / n if n else 0.0, 1.0),
+            max(self._title_length / documents if documents else 0.0, 1.0),
         )
 
     def _score(
@@ -498,7 +506,7 @@ class BodyIndex:
         accepted and not a bare row (a bare row stands for all of its document's sections)."""
         w = self.weights
         k1, trail, heading_weight = w.k1, w.trail, w.heading
-        mean, mean_heading = self._norms()
+        mean, mean_heading, _ = self._norms()
         # each field's length normalization as c + slope * length
         text_c, text_slope = 1 - w.b, w.b / mean
         head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
@@ -555,9 +563,9 @@ class BodyIndex:
         heading they are and whose text is the document's preamble (its text before any
         heading, when it has one), on the same scale as sections."""
         w = self.weights
-        k1, mean = w.k1, self._norms()
-        text_c, text_slope = 1 - w.b, w.b / mean[0]
-        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean[1]
+        k1, (mean, _, mean_title) = w.k1, self._norms()
+        text_c, text_slope = 1 - w.b, w.b / mean
+        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_title
         out = []
         for start in bare:
             doc = self._docs[start]

@@ -249,7 +249,8 @@ def test_a_bare_row_is_a_heading_alone(
     extra: list[str], without: list[str], with_term: list[str], mentions: int
 ) -> None:
     """A bare row is scored as a section whose own heading is its title: it ties a section
-    headed the same whose text lacks the term, and loses to one whose text holds it too."""
+    headed the same whose text lacks the term, and loses to one whose text holds it too. (The
+    three titles here are as long as the three headings, so the two fields' means agree.)"""
     heading = " ".join(["Kiwi", *extra])
     index = docs()
     index.put("/bare.md", "# Other\n\nfiller words\n", {"title": heading})
@@ -265,20 +266,36 @@ def test_a_bare_row_is_a_heading_alone(
 @settings(max_examples=60, deadline=None)
 @given(HEADING_WORDS, FILLER, st.integers(0, 4))
 def test_a_bare_rows_text_is_its_preamble(extra: list[str], lead: list[str], mentions: int) -> None:
-    """A bare row's text is its document's preamble (the text before any heading): it ties a
-    section headed by its title whose text is that preamble, and text under a heading is not
-    the document's."""
+    """A bare row's text is its document's preamble (the text before any heading): text under
+    a later heading is not the document's, whether or not a preamble precedes it."""
     heading = " ".join(["Kiwi", *extra])
     text = " ".join(lead + ["kiwi"] * mentions) or "none"
     index = docs()
-    index.put("/bare.md", f"{text}\n\n## Later\n\nkiwi kiwi\n", {"title": heading})
-    index.put("/plain.md", f"# {heading}\n\n{text}\n", {"title": "Doc"})
+    index.put("/bare.md", f"{text}\n", {"title": heading})
+    index.put("/more.md", f"{text}\n\n## Later\n\nkiwi kiwi\n", {"title": heading})
     index.put("/late.md", f"## Later\n\n{text}\n", {"title": heading})
     index.put("/z.md", "# Spare\n\nalpha beta\n")  # statistics around them
     by_path = {hit.entry.path: hit.score for hit in index.hits("kiwi")}
-    assert by_path["/bare.md"] == pytest.approx(by_path["/plain.md"])
+    assert by_path["/more.md"] == pytest.approx(by_path["/bare.md"])
     if mentions:
         assert by_path["/late.md"] < by_path["/bare.md"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["alpha", "beta", "gamma", "delta"]), min_size=1, max_size=8))
+def test_titles_and_headings_are_each_normalized_by_their_own_mean(words: list[str]) -> None:
+    """A bare row's title is one field, normalized by the documents' mean title length; a
+    section's own heading another, by the sections' mean heading length: how long other
+    documents' headings are moves a section's score, never a bare row's."""
+    scores = []
+    for spare in ("Spare", "Spare " + " ".join(words)):
+        index = docs()
+        index.put("/bare.md", "filler words\n", {"title": "Kiwi care"})
+        index.put("/plain.md", "# Kiwi care\n\nfiller words\n", {"title": "Doc"})
+        index.put("/z.md", f"## {spare}\n\nomega\n", {"title": "Zed"})
+        scores.append({hit.entry.path: hit.score for hit in index.hits("kiwi")})
+    assert scores[0]["/bare.md"] == pytest.approx(scores[1]["/bare.md"])
+    assert scores[0]["/plain.md"] != pytest.approx(scores[1]["/plain.md"])
 
 
 def test_an_attribute_block_sets_the_anchor_not_the_length() -> None:
