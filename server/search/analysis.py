@@ -364,6 +364,24 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
     return length, has_text
 
 
+_TOPS = dict(_LIMITS)
+
+
+def _wider(values: array[int], value: int) -> array[int]:
+    """``values`` with ``value`` appended, in a wider type first if it needs one."""
+    if value <= _TOPS[values.typecode]:
+        values.append(value)
+        return values
+    if value > _LIMITS[-1][1]:
+        raise OverflowError(value)
+    for code, limit in _LIMITS:
+        if values.typecode == code and value > limit:
+            values = array(next(c for c, top in _LIMITS if value <= top), values)
+            break
+    values.append(value)
+    return values
+
+
 class _Headings(Sequence[str]):
     """Every heading's text in document order (what the anchor dedupe reads), from the kept
     sections' headings and the dropped headings' positions (a dropped heading's text is "")."""
@@ -415,8 +433,8 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     from markproto.protocol import mdoutline
     from markproto.protocol.document import own_facts
 
-    starts, sizes, lengths, heads = array("I"), array("I"), array("I"), bytearray()
-    heading_sizes = array("I")
+    starts, sizes, lengths, heads = array("I"), array("B"), array("B"), bytearray()
+    heading_sizes = array("B")
     headings: list[str] = []
     parts: list[str] = []
     dropped = array("I")
@@ -469,11 +487,11 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
                 found.add(own, entry | IN_TRAIL | IN_HEADING)
                 found.add(above, entry | IN_TRAIL)
         starts.append(span.start)
-        sizes.append(span.stop - span.start)
-        lengths.append(length)
+        sizes = _wider(sizes, span.stop - span.start)
+        lengths = _wider(lengths, length)
         heads.append(min(name_length((span.heading,), own), 255))
         headings.append(span.heading)
-        heading_sizes.append(len(span.heading))
+        heading_sizes = _wider(heading_sizes, len(span.heading))
         if len(headings) == HEADINGS_PER_PART:
             parts.append("".join(headings))
             headings.clear()
@@ -483,11 +501,11 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     found.seal()
     outline = Outline(
         starts,
-        narrow(sizes),
-        narrow(lengths),
+        sizes,
+        lengths,
         bytes(heads),
         tuple(parts),
-        narrow(heading_sizes),
+        heading_sizes,
         preamble,
         array("I"),
         array("I"),
