@@ -449,9 +449,12 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         linked.section(span, count)
         whole = span.stop - span.start <= _PIECE
         """A section of one piece, added with its heading's words in one go (most)."""
+        values: dict[str, int] = {}
         if whole:
             words = prose_words(body[span.start : span.stop].decode("utf-8", "replace"))
             length, has_text = (len(words), True) if words is not None else (0, False)
+            values = _counts(words) if words else values
+            del words  # not held through the next section's links
         else:
             length, has_text = _words(body, span.start, span.stop, found, entry)
         if not has_text and not span.heading:
@@ -472,7 +475,6 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         if span.trail:
             own = trail_words[span.trail[-1]]
             above = set().union(*(trail_words[heading] for heading in span.trail[:-1])) - own
-        values = _counts(words) if whole and words else {}
         if whole and found.fits(len(values) + len(own) + len(above)):
             for term in own:
                 values[term] = values.get(term, 0) | IN_TRAIL | IN_HEADING
@@ -481,11 +483,12 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
             if values:
                 found.add_section(values, entry)
         else:  # a run may be packed between its text's words and its heading's
-            if whole and words is not None:
+            if whole and has_text:
                 found.add_text(values, entry)
             if span.trail:
                 found.add(own, entry | IN_TRAIL | IN_HEADING)
                 found.add(above, entry | IN_TRAIL)
+        del values
         starts.append(span.start)
         sizes = _wider(sizes, span.stop - span.start)
         lengths = _wider(lengths, length)
