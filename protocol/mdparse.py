@@ -561,6 +561,32 @@ linear ``_rough_text`` instead. Real headings are far shorter; long ones are par
 _ESCAPED = re.compile(r"\\([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
 
 
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+"""mistletoe's code span (``core_tokens.code_pattern``) where no backslash can precede one."""
+_NOT_CODE = re.compile(r"[\\\[\]<>&\n]")
+"""The inline syntax a code span cannot hide: escapes, links, tags, entities, line breaks."""
+
+
+def _code_text(source: str) -> str | None:
+    """The text of a heading source whose only inline syntax is code spans (``*`` and ``_``
+    inside them alone), as mistletoe reads it (most headings with syntax: ``Use `foo```),
+    without its parser; None for any other source. The spans are the same matches mistletoe
+    finds left to right; a span's text loses one space each side when both have one and it
+    is not all spaces; an unmatched backtick run stays literal."""
+    if _NOT_CODE.search(source) is not None:
+        return None
+    parts = _CODE_SPAN.split(source)
+    """Text outside spans, then each span's backticks, content and the text after it."""
+    if any("*" in part or "_" in part for part in parts[::3]):
+        return None
+    for at in range(2, len(parts), 3):
+        code = parts[at]
+        if code[:1] == " " == code[-1:] and not code.isspace():
+            parts[at] = code[1:-1]
+        parts[at - 1] = ""
+    return "".join(parts)
+
+
 def _rough_text(source: str) -> str:
     """A heading's text without inline parsing: line breaks dropped, escapes and entities
     resolved, all other markup kept."""
@@ -937,8 +963,11 @@ def _with_text(
 ) -> list[ParsedHeading]:
     """Each heading's text from its inline source, link references resolved against
     ``definitions``; ``budget`` is what is left of the document's inline budget."""
-    if not any(_INLINE_SYNTAX.search(text) for _, text, _, _, _ in sources):
+    marked = [text for _, text, _, _, _ in sources if _INLINE_SYNTAX.search(text)]
+    if not marked:
         return [ParsedHeading(*source) for source in sources]  # each source is its text
+    if all(_code_text(text) is not None for text in marked):  # no mistletoe needed
+        return [_text(source, budget) for source in sources]
     with _LOCK:
         root = _new_root(definitions)
         with _patched(
@@ -948,12 +977,14 @@ def _with_text(
 
 
 def _text(source: tuple[int, str, int, int, int], budget: list[int]) -> ParsedHeading:
-    """One heading's text; the caller holds ``_LOCK`` with the span tokens patched in."""
+    """One heading's text; the caller holds ``_LOCK`` with the span tokens patched in, unless
+    every source with inline syntax is one ``_code_text`` reads."""
     level, text, line, start, line_end = source
     if _INLINE_SYNTAX.search(text):
         if len(text) <= min(_INLINE_MAX, budget[0]):
             budget[0] -= len(text)
-            text = _inline_text(span_token.tokenize_inner(text))
+            code = _code_text(text)
+            text = code if code is not None else _inline_text(span_token.tokenize_inner(text))
         else:
             text = _rough_text(text)
     return ParsedHeading(level, text, line, start, line_end)

@@ -238,7 +238,7 @@ class _Found:
         self.of.extend(numbers)
         deque(map(self.last.__setitem__, numbers, range(first, len(self.entries))), maxlen=0)
 
-    def add_text(self, counts: Counter[str], entry: int) -> None:
+    def add_text(self, counts: dict[str, int], entry: int) -> None:
         """One piece of a section's text: each term's count added to its entry for the section."""
         fresh = self._room(len(counts), entry)
         numbers = self._numbers(counts)
@@ -258,6 +258,16 @@ class _Found:
             last[number] = len(entries)
             entries.append(entry | tf)
             of.append(number)
+
+    def fits(self, terms: int) -> bool:
+        """Whether ``terms`` more terms leave the run within ``RUN_TERMS``."""
+        return len(self.ids) + terms <= RUN_TERMS
+
+    def add_section(self, values: dict[str, int], entry: int) -> None:
+        """A whole section at once, none of it added before and its terms ``fits``: each
+        term's flags and frequency (capped), or-ed into ``entry``."""
+        self._room(len(values), entry)
+        self._append(self._numbers(values), map(entry.__or__, values.values()))
 
     def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
         """Or ``entry``'s flags into each term's entry for its section."""
@@ -319,6 +329,14 @@ _PIECE = 1 << 13
 by line, so line-aligned pieces give the same words, and a long section's words are never all
 held as strings at once. A line over twice this is cut where ``text.line_cut`` finds its words
 unchanged."""
+
+
+def _counts(words: list[str]) -> dict[str, int]:
+    """Each word's frequency, capped at ``TF_MAX``."""
+    counts = Counter(words)
+    if max(counts.values()) > TF_MAX:
+        return dict(zip(counts, map(min, counts.values(), repeat(TF_MAX)), strict=True))
+    return counts
 
 
 def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tuple[int, bool]:
@@ -429,7 +447,16 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     linked = _Links(body)
     for span in mdoutline.iter_own_spans(body):
         linked.section(span, count)
-        length, has_text = _words(body, span.start, span.stop, found, entry)
+        whole = span.stop - span.start <= _PIECE
+        """A section of one piece, added with its heading's words in one go (most)."""
+        values: dict[str, int] = {}
+        if whole:
+            words = prose_words(body[span.start : span.stop].decode("utf-8", "replace"))
+            length, has_text = (len(words), True) if words is not None else (0, False)
+            values = _counts(words) if words else values
+            del words  # not held through the next section's links
+        else:
+            length, has_text = _words(body, span.start, span.stop, found, entry)
         if not has_text and not span.heading:
             if span.level:
                 dropped.append(count)
@@ -444,11 +471,24 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
             for heading in span.trail
         }
         own: frozenset[str] = frozenset()
+        above: set[str] = set()
         if span.trail:
             own = trail_words[span.trail[-1]]
-            found.add(own, entry | IN_TRAIL | IN_HEADING)
             above = set().union(*(trail_words[heading] for heading in span.trail[:-1])) - own
-            found.add(above, entry | IN_TRAIL)
+        if whole and found.fits(len(values) + len(own) + len(above)):
+            for term in own:
+                values[term] = values.get(term, 0) | IN_TRAIL | IN_HEADING
+            for term in above:
+                values[term] = values.get(term, 0) | IN_TRAIL
+            if values:
+                found.add_section(values, entry)
+        else:  # a run may be packed between its text's words and its heading's
+            if whole and has_text:
+                found.add_text(values, entry)
+            if span.trail:
+                found.add(own, entry | IN_TRAIL | IN_HEADING)
+                found.add(above, entry | IN_TRAIL)
+        del values
         starts.append(span.start)
         sizes = _wider(sizes, span.stop - span.start)
         lengths = _wider(lengths, length)
@@ -494,12 +534,17 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
 
 _HEADING_KEY = "\0"
 """A link's section while the anchors are not yet known: this and its heading's number."""
-_LINK_MARKS = (b"[", b"<", b"://", b"www.")
-"""What a text holds if it may hold a link (``links.Extractor.feed``'s own first test)."""
 
 
 def _marked(body: bytes, start: int, stop: int) -> bool:
-    return any(body.find(mark, start, stop) >= 0 for mark in _LINK_MARKS)
+    """Whether the text may hold a link (``links.Extractor.feed``'s own first test)."""
+    find = body.find
+    return (
+        find(b"[", start, stop) >= 0
+        or find(b"<", start, stop) >= 0
+        or find(b"://", start, stop) >= 0
+        or find(b"www.", start, stop) >= 0
+    )
 
 
 def _own_section(*fields: object) -> mdoutline.OwnSection:

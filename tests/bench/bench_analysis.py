@@ -188,8 +188,10 @@ def main() -> None:
         "Where the time goes (cProfile of the corpora): the words of each piece of text"
         " (`text.prose_words`: stripMarkup's line rules, then the split into words, per word in"
         " Python) about 35%, the links (`links.Extractor`, per link) about 25%, the heading pass"
-        " about 13% (most pieces are read by `mdparse._scan`, the rest by mistletoe), postings"
-        " (`_Found`) about 10%, the rest per section. `tests/bench/analysis_equal.py` checks"
+        " about 13% (most pieces are read by `mdparse._scan`, the rest by mistletoe; a heading"
+        " whose only inline syntax is code spans skips mistletoe's inline parser), postings"
+        " (`_Found`, one append a section of at most 8 KiB) about 10%, the rest per section."
+        " `tests/bench/analysis_equal.py` checks"
         " that the analyses are those of the baseline (once their runs of postings are merged"
         " as the index merges them: a long section's postings may be cut into runs elsewhere).",
         "",

@@ -106,3 +106,27 @@ def test_pieces_parse_as_the_whole(content: str, chunk: int, crlf: bool, as_byte
         whole = find_headings(form, chunk=len(form) + 1)
         assert find_headings(form, chunk=chunk) == whole
     assert find_headings(form, chunk=chunk) == whole
+
+
+HEADING_SOURCE = st.text(alphabet=st.sampled_from([*"ab `*_é "]), min_size=1, max_size=30).filter(
+    lambda source: source.strip() == source
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(HEADING_SOURCE)
+def test_code_span_headings_read_without_mistletoe_as_mistletoe_reads_them(source: str) -> None:
+    """A heading whose only inline syntax is code spans skips mistletoe's inline parser: the
+    text is what that parser gives, wherever the fast reading applies."""
+    quick = mdparse._code_text(source)
+    if quick is None:
+        return
+    with mdparse._LOCK:
+        root = mdparse._new_root({})
+        with mdparse._patched(
+            (mdparse.span_token, "_token_types", mdparse._SPAN_TOKENS),
+            (mdparse.mistletoe_token, "_root_node", root),
+        ):
+            want = mdparse._inline_text(mdparse.span_token.tokenize_inner(source))
+    assert quick == want
+    assert [heading.text for heading in find_headings(f"# {source}\n")] == [want]
