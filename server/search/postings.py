@@ -63,11 +63,11 @@ class PostingLists:
         self._words = b""
         """The frozen terms, ascending, each followed by a newline (a term holds none)."""
         self._sample: list[bytes] = []
-        """Frozen terms 0, ``SAMPLE``, 2 ``SAMPLE``, ... and where each starts in ``_words``."""
-        self._marks = array("I")
+        """Frozen terms 0, ``SAMPLE``, 2 ``SAMPLE``, ..., each a bytes object (bisected)."""
         self._starts = array("I", (0,))
-        """Where each frozen term starts in ``_words``, and where the last ends (a merge bisects
-        the terms by them, holding no object per term: see ``_starts``)."""
+        """Where each frozen term starts in ``_words``, and where the last ends (a lookup searches
+        the block between two sampled terms' starts; a merge bisects the terms by them, holding no
+        object per term: see ``_starts``)."""
         self._begins = array("I", (0,))
         """Where each frozen term's entries start in ``_entries``, and their end."""
         self._entries = array("I")
@@ -94,8 +94,7 @@ class PostingLists:
                 begins.append(total)
             out._words, out._entries = words, entries
             out._starts = _starts(words)
-            out._marks = out._starts[:-1:SAMPLE]
-            out._sample = _sample(words, out._marks)
+            out._sample = _sample(words, out._starts)
         out._top = top
         return out
 
@@ -121,9 +120,9 @@ class PostingLists:
             return -1
         if self._sample[block] == key:
             return block * SAMPLE
-        words, marks = self._words, self._marks
-        low = marks[block]
-        high = marks[block + 1] if block + 1 < len(marks) else len(words)
+        words, starts = self._words, self._starts
+        low = starts[block * SAMPLE]
+        high = starts[min((block + 1) * SAMPLE, len(starts) - 1)]
         at = words.find(b"\n" + key + b"\n", low, high)
         return -1 if at < 0 else block * SAMPLE + words.count(b"\n", low, at + 1)
 
@@ -230,8 +229,7 @@ class PostingLists:
             self._words = bytes(out.words)
             self._begins, self._entries, self._starts = out.begins, out.entries, out.starts
             self._tail, self._tail_entries, self._dead = {}, 0, []
-            self._marks = out.marks
-            self._sample = _sample(self._words, out.marks)  # the merge's transients freed first
+            self._sample = _sample(self._words, out.starts)  # the merge's transients freed first
         self._top = top
 
     def _merged(self) -> Iterator[tuple[bytes, array[int]]]:
@@ -291,11 +289,11 @@ def _terms(words: bytes) -> Iterator[bytes]:
         begin = newline.end()
 
 
-def _sample(words: bytes, marks: array[int]) -> list[bytes]:
-    """The frozen terms that start at ``marks`` in ``words``, each a bytes object of its own,
-    made once a merge's transient objects are freed (one kept from among thousands pins the
-    pymalloc pool of each, and so its arena)."""
-    return [words[mark : words.index(b"\n", mark)] for mark in marks]
+def _sample(words: bytes, starts: array[int]) -> list[bytes]:
+    """Every ``SAMPLE``-th of the frozen terms (``starts`` where each starts in ``words``), each
+    a bytes object of its own, made once a merge's transient objects are freed (one kept from
+    among thousands pins the pymalloc pool of each, and so its arena)."""
+    return [words[starts[n] : starts[n + 1] - 1] for n in range(0, len(starts) - 1, SAMPLE)]
 
 
 class _Segment:
@@ -303,14 +301,11 @@ class _Segment:
 
     def __init__(self) -> None:
         self.words = bytearray()
-        self.marks = array("I")
         self.begins = array("I", (0,))
         self.entries = array("I")
         self.starts = array("I", (0,))
 
     def add(self, word: bytes, found: array[int]) -> None:
-        if (len(self.begins) - 1) % SAMPLE == 0:
-            self.marks.append(len(self.words))
         self.words += word
         self.words += b"\n"
         self.starts.append(len(self.words))
@@ -322,10 +317,7 @@ class _Segment:
         where each starts in its words)."""
         if stop <= first:
             return
-        number = len(self.begins) - 1
         shift = len(self.words) - starts[first]
-        for at in range(first + -number % SAMPLE, stop, SAMPLE):  # new numbers SAMPLE * k
-            self.marks.append(starts[at] + shift)
         self.starts.extend(map(add, starts[first + 1 : stop + 1], repeat(shift)))
         self.words += old._words[starts[first] : starts[stop]]
         start = old._begins[first]
