@@ -95,8 +95,7 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     while at >= 0:  # the lines holding the rarest term, found in C, in order
         start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
         if all(map(text[start : end if end >= 0 else len(text)].__contains__, terms)):
-            line = text.count("\n", 0, start)
-            stripped = strip_line(raw.split("\n", line + 1)[line])
+            stripped = _stripped_line(raw, text, start)
             if all(map(lower(stripped).__contains__, terms)):
                 return _cut(stripped)
         at = text.find(rarest, end) if end >= 0 else -1
@@ -115,14 +114,20 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     for start, bound in sorted(bounds.items(), key=lambda item: (-item[1], item[0])):
         if bound < best_key or (bound == best_key and start > best_line):
             break
-        line = text.count("\n", 0, start)
-        stripped = strip_line(raw.split("\n", line + 1)[line])
+        stripped = _stripped_line(raw, text, start)
         key = sum(compress(values, map(lower(stripped).__contains__, terms)))
         if key > best_key or (key == best_key and key and start < best_line):
             best, best_line, best_key = stripped, start, key
     if not best_key:
         best = next(filter(None, map(strip_line, raw.split("\n"))), "")
     return _cut(best)
+
+
+def _stripped_line(raw: str, text: str, start: int) -> str:
+    """The stripped line of ``raw`` whose ``loose_text`` starts at ``start`` of ``text`` (the
+    loose text keeps the raw text's lines, one for one)."""
+    line = text.count("\n", 0, start)
+    return strip_line(raw.split("\n", line + 1)[line])
 
 
 def _cut(line: str) -> str:
