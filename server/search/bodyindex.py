@@ -62,8 +62,8 @@ class Weights:
     fields are its text (weight 1), its own heading and its trail: its ancestors' headings and,
     at their root, its document's tags and title. A bare row is the section its document would
     be if the title headed its preamble: tags and title weighted as an own heading (normalized
-    by the titles' mean length, as every field by its own), the preamble (text before any
-    heading) as text, so both are on one scale. Then
+    by the titles' mean length with ``title_b``, as every field by its own), the preamble (text
+    before any heading) as text, so both are on one scale. Then
     the importance prior and the journal demotion, which order rows but never admit one.
     docs/SPEC.md §5.7 says why each value is what it is."""
 
@@ -71,6 +71,7 @@ class Weights:
     b: float = 0.5
     heading: float = 4.0
     heading_b: float = 0.75
+    title_b: float = 1.0
     trail: float = 0.5
     prior_floor: float = 0.3
 
@@ -579,7 +580,7 @@ class BodyIndex:
         w = self.weights
         k1, (mean, _, mean_title) = w.k1, self._norms()
         text_c, text_slope = 1 - w.b, w.b / mean
-        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_title
+        head_c, head_slope = 1 - w.title_b, w.title_b / mean_title
         out = []
         for start in bare:
             doc = self._docs[start]

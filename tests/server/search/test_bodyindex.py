@@ -243,24 +243,50 @@ def test_a_bare_row_competes_on_the_same_scale() -> None:
 HEADING_WORDS = st.lists(st.sampled_from(["care", "guide", "notes", "sun", "water"]), max_size=4)
 
 
+PADS = ["one", "two", "three", "four", "five"]
+
+
 @settings(max_examples=60, deadline=None)
 @given(HEADING_WORDS, FILLER, FILLER, st.integers(1, 4))
 def test_a_bare_row_is_a_heading_alone(
     extra: list[str], without: list[str], with_term: list[str], mentions: int
 ) -> None:
     """A bare row is scored as a section whose own heading is its title: it ties a section
-    headed the same whose text lacks the term, and loses to one whose text holds it too. (The
-    three titles here are as long as the three headings, so the two fields' means agree.)"""
+    headed the same whose text lacks the term, and loses to one whose text holds it too. (Every
+    title and heading here is as long as its field's mean, so each normalizes to 1.)"""
     heading = " ".join(["Kiwi", *extra])
+    pad = " ".join(PADS[: len(word_set((heading,))) - 1])
     index = docs()
-    index.put("/bare.md", "# Other\n\nfiller words\n", {"title": heading})
-    index.put("/plain.md", f"# {heading}\n\n" + " ".join(without) + "\n", {"title": "Doc"})
-    index.put("/z.md", "# Spare\n\nalpha beta\n")  # statistics around them
+    index.put("/bare.md", f"# Other {pad}\n\nfiller words\n", {"title": heading})
+    plain = f"# {heading}\n\n" + " ".join(without) + "\n"
+    index.put("/plain.md", plain, {"title": f"Doc {pad}"})
+    index.put("/z.md", f"# Spare {pad}\n\nalpha beta\n", {"title": f"Zed {pad}"})
     by_path = {hit.entry.path: hit.score for hit in index.hits("kiwi")}
     assert by_path["/bare.md"] == pytest.approx(by_path["/plain.md"])
     text = " ".join(with_term + ["kiwi"] * mentions)
-    index.put("/text.md", f"# {heading}\n\n{text}\n", {"title": "Doc"})
+    index.put("/text.md", f"# {heading}\n\n{text}\n", {"title": f"Doc {pad}"})
     assert index.where("kiwi")[0] == "/text.md#" + mdoutline.slug(heading)
+
+
+@pytest.mark.parametrize(
+    ("name", "others", "bare", "plain", "first"),
+    [
+        ("Kiwi", "Alpha beta gamma", "/b.md", "/a.md", "/b.md"),
+        ("Kiwi care guide", "Alpha", "/a.md", "/b.md", "/b.md#kiwi-care-guide"),
+    ],
+)
+def test_a_titles_length_counts_in_full(
+    name: str, others: str, bare: str, plain: str, first: str
+) -> None:
+    """A title names its whole document, so its length counts in full (``title_b`` 1, a
+    heading's 0.75): at the same ratio to its field's mean, a title shorter than the mean
+    outweighs the same words as a heading, and a longer one weighs less. (The paths are such
+    that a tie would put the other row first.)"""
+    index = docs()
+    index.put(bare, f"# {others}\n\nfiller words\n", {"title": name})
+    index.put(plain, f"# {name}\n\nfiller words\n", {"title": others})
+    index.put("/z.md", "# Spare part\n\nalpha beta\n", {"title": "Zed part"})  # means of 2
+    assert index.where("kiwi")[0] == first
 
 
 @settings(max_examples=60, deadline=None)
