@@ -227,9 +227,10 @@ def main() -> None:
     if not args.no_doc:
         notes = f"""
 The FastAPI corpus five times over ({documents} documents, {COPIES} x 155 files of about 1.5 MB)
-into an empty content root (in `perfkit.scratch`, {perfkit.SCRATCH}: in the system's temporary
-folder, on this sandbox's journal-less ext4, each new file cost 0.4-1 ms of kernel CPU stepping
-over inodes other test suites had just deleted); best and median of {args.rounds} rounds, each
+into an empty content root (in `perfkit.scratch`: under {perfkit.SCRATCH}, flagged so ext4
+spreads the roots over inode groups of their own; in the system's temporary folder, on this
+sandbox's journal-less ext4, each new file cost 0.4-1 ms of kernel CPU stepping over inodes
+other test suites had just deleted); best and median of {args.rounds} rounds, each
 on a fresh root and server, settled before the clock starts (one request, then its start-up
 imports done and its CPU idle for {SETTLE_QUIET:g} s: a start without saved bytecode compiles
 for about 0.5 s of CPU one second after the first request, which otherwise fell inside the
