@@ -61,10 +61,14 @@ class Root:
         """The real folder ``root/parts[0]/...``; None when one is missing or not a real folder."""
         return self._walk(parts, Folder.child)
 
-    def make(self, parts: Sequence[str], *, sync: bool = True) -> Folder:
+    def make(self, parts: Sequence[str], *, sync: bool = True, fresh: bool = False) -> Folder:
         """`folder`, making the missing folders on the way (fsyncing each parent unless
         ``sync`` is false: a group commit syncs them all at once); a link or a file in the way
-        raises."""
+        raises. ``fresh``: the last folder is most likely missing (a new document's own), so it
+        is made before it is opened, not after an open that fails."""
+        if fresh and parts:
+            with self.make(parts[:-1], sync=sync) as parent:
+                return parent.make(parts[-1], sync=sync, fresh=True)
         folder = self._walk(parts, lambda parent, part: parent.make(part, sync=sync))
         assert folder is not None
         return folder
@@ -92,7 +96,7 @@ class Root:
     ) -> Folder | None:
         """``parts`` opened one at a time by ``step``, from the deepest folder held (`holding`)
         on the way, else from the root."""
-        held = self._held if self._holder == threading.get_ident() else None
+        held = self.held()
         start, fd = 0, None
         if held:
             for start in range(len(parts), 0, -1):
@@ -112,11 +116,12 @@ class Root:
                 child = step(folder, part)
             if child is None:
                 return None
-            if held is not None:
-                held[child.path] = child.fd
-                child.owned = False
             folder = child
         return folder
+
+    def held(self) -> dict[str, int] | None:
+        """The folders this thread holds open by path (`holding`), or None when it holds none."""
+        return self._held if self._holder == threading.get_ident() else None
 
     def read(self, file: str, limit: int) -> tuple[bytes, os.stat_result]:
         """The bytes of the regular file ``file`` (relative to the root), at most ``limit`` + 1
@@ -178,25 +183,42 @@ class Folder:
             self._refused(name, "a folder")
             return None
 
-    def make(self, name: str, *, sync: bool = True) -> Folder:
+    def make(self, name: str, *, sync: bool = True, fresh: bool = False) -> Folder:
         """The real folder ``name`` in this one, made (and this one fsynced, unless ``sync`` is
-        false) if missing."""
+        false) if missing; ``fresh`` tries making it first (see `Root.make`)."""
+        if not fresh:
+            try:
+                return self._open(name)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                if exc.errno in _LINKED:
+                    self._refused(name, "a folder")
+                raise
+        with contextlib.suppress(FileExistsError):  # there already: opened below all the same
+            os.mkdir(name, 0o755, dir_fd=self.fd)
+            if sync:
+                os.fsync(self.fd)
         try:
             return self._open(name)
-        except FileNotFoundError:
-            pass
         except OSError as exc:
             if exc.errno in _LINKED:
                 self._refused(name, "a folder")
             raise
-        with contextlib.suppress(FileExistsError):  # made meanwhile: opened below all the same
-            os.mkdir(name, 0o755, dir_fd=self.fd)
-            if sync:
-                os.fsync(self.fd)
-        return self._open(name)
 
     def _open(self, name: str) -> Folder:
-        return Folder(self.root, self.name(name), os.open(name, _DIR, dir_fd=self.fd))
+        """The folder ``name`` opened, or, while the root holds this thread's folders
+        (`Root.holding`), the one held (opened and held the first time)."""
+        path = self.name(name)
+        held = self.root.held()
+        if held is None:
+            return Folder(self.root, path, os.open(name, _DIR, dir_fd=self.fd))
+        fd = held.get(path)
+        if fd is None:
+            fd = held[path] = os.open(name, _DIR, dir_fd=self.fd)
+        folder = Folder(self.root, path, fd)
+        folder.owned = False
+        return folder
 
     def read(self, name: str, limit: int) -> tuple[bytes, os.stat_result]:
         """The regular file ``name`` (see `Root.read`)."""

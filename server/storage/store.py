@@ -7,8 +7,9 @@ the one its pointer names; its *history* is every version still stored (`History
 exception: exceptions here are faults (a corrupt file, a disk error).
 
 Durability: a version file is written to a temporary name, fsynced, then hard-linked to ``vN``
-(link fails if ``vN`` exists, which gives exclusive creation of a *complete* file), the directory
-is fsynced, and only then is the pointer swapped (temporary symlink + rename + directory fsync;
+(link fails if ``vN`` exists, which gives exclusive creation of a *complete* file; a new
+document's ``v1``, which nothing leads to yet, is created in place), the directory is fsynced,
+and only then is the pointer swapped (temporary symlink + rename + directory fsync;
 a first version's pointer, which replaces nothing, is made in place). A crash at any instant
 leaves the old pointer (or none) and a stray file, or the new pointer and a complete version;
 ``recovery`` removes the strays at startup. Reads are lock-free: version files never change once
@@ -198,7 +199,12 @@ class Store:
 
         Raises Corrupt when the file exists but breaks the version-file grammar.
         """
-        pointer = self.layout.pointer(path)
+        return self._load_at(path, self.layout.pointer(path), number)
+
+    def _load_at(
+        self, path: str, pointer: Pointer | None, number: int | None = None
+    ) -> Version | None:
+        """`load` by a pointer already read."""
         if pointer is None:
             return None
         if number is None or number == pointer.number:
@@ -339,7 +345,8 @@ class Store:
             refused = self.collision(path)
             if refused is not None and not (adopt and self._adoptable(path, body, refused)):
                 return refused
-            current = self.load(path)
+            pointer = self.layout.pointer(path)
+            current = self._load_at(path, pointer)
             number = current.number if current else 0
             if expected is not None and expected != number:
                 return Conflict(number)
@@ -348,7 +355,7 @@ class Store:
                     return Archived()
                 if current.body == body and current.meta == dict(meta):
                     return Written(current, created=False)
-            return self._write(path, current, body, meta)
+            return self._write(path, current, body, meta, new=pointer is None)
 
     def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
@@ -411,8 +418,19 @@ class Store:
             return version
 
     def _write(
-        self, path: str, current: Version | None, body: bytes, meta: Mapping[str, str]
+        self,
+        path: str,
+        current: Version | None,
+        body: bytes,
+        meta: Mapping[str, str],
+        *,
+        new: bool = False,
     ) -> Written | Conflict:
+        """Write the next version. A ``new`` document's (no pointer at all) is written in place
+        as ``v1``, not under a temporary name linked to it: nothing leads to its folder before
+        its pointer is made, which comes after the file is durable, and recovery removes a
+        version folder no pointer leads to, so a torn ``v1`` is never served (a random name, a
+        link and an unlink less a write)."""
         previous = None
         if current is not None:
             pointer = self.layout.pointer(path)
@@ -423,9 +441,14 @@ class Store:
         data = storefmt.emit_version(number, previous, meta, body)
         final = f"v{number}"
         sync = self._pending is None
-        with self.root.make(version_parts(path), sync=sync) as vdir:
+        with self.root.make(version_parts(path), sync=sync, fresh=new) as vdir:
             try:
-                durable.link_new(final, data, sync=sync, dir_fd=vdir.fd)
+                if new:
+                    durable.create(final, data, sync=sync, dir_fd=vdir.fd)
+                    if sync:
+                        vdir.fsync()
+                else:
+                    durable.link_new(final, data, sync=sync, dir_fd=vdir.fd)
             except FileExistsError:
                 return Conflict(current.number if current else 0)
             st = os.stat(final, dir_fd=vdir.fd, follow_symlinks=False)

@@ -170,6 +170,28 @@ def test_recovery_removes_only_unacknowledged_leftovers(store: Store, tmp_path: 
     assert third.version.number == 3 and chain_holds(store, "/a.md")
 
 
+def test_a_first_version_cut_short_is_never_served(store: Store, tmp_path: Path) -> None:
+    # A new document's v1 is made in place: a crash mid-write leaves it torn, with no pointer.
+    (tmp_path / "versions/c.md").mkdir(parents=True)
+    (tmp_path / "versions/c.md/v1").write_bytes(b"---\nversion: 1\narch")
+    assert store.load("/c.md") is None and store.history("/c.md") is None
+    assert recover(store.layout) == ["versions/c.md/v1"]
+    assert not (tmp_path / "versions/c.md").exists()
+    again = written(store.publish("/c.md", b"c\n", {}, expected=0))
+    assert again.version.number == 1 and store.load("/c.md") == again.version
+
+
+def test_a_pointer_to_a_missing_file_takes_a_whole_first_version(
+    store: Store, tmp_path: Path
+) -> None:
+    os.symlink("versions/d.md/v1", tmp_path / "d.md")  # names a file that is not there
+    first = written(store.publish("/d.md", b"d\n", {}, expected=0))
+    assert first.version.number == 1
+    loaded = store.load("/d.md")
+    assert loaded is not None and loaded.body == b"d\n"
+    assert sorted(os.listdir(tmp_path / "versions/d.md")) == ["v1"]
+
+
 def test_symlinks_never_lead_out_of_the_root(store: Store, tmp_path: Path) -> None:
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
     outside.mkdir()
