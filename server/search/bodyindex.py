@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress, repeat
-from operator import and_, rshift
+from operator import and_, eq, lshift, mul, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
@@ -36,7 +36,6 @@ from markproto.protocol.limits import LOOKUP_MAX, SNIPPET_MAX
 from markproto.server.search.analysis import (
     FLAG_BITS,
     IN_HEADING,
-    IN_TRAIL,
     TF_MAX,
     Analysis,
     Outline,
@@ -255,6 +254,52 @@ def _probe(entries: array[int], keys: set[int]) -> dict[int, int]:
     return out
 
 
+class _Kept:
+    """A term's postings as ``_match`` reads them: its entries, and each one's slot (one int
+    object each, made once)."""
+
+    __slots__ = ("entries", "slots")
+
+    def __init__(self, entries: array[int]) -> None:
+        self.entries = entries
+        self.slots: list[int] = _slots(entries).tolist()
+
+    def aligned(self, slots: list[int], keys: set[int]) -> Sequence[int]:
+        """The flags of each of the ascending ``slots`` (``keys`` as a set; 0 where this term
+        has no entry for it): a few are bisected for, else every entry is passed once."""
+        if len(slots) * _ALIGN < len(self.entries):
+            return _gather(self.entries, slots)
+        among = list(map(keys.__contains__, self.slots))
+        flags = bytes(compress(_flags(self.entries), among))
+        if len(flags) == len(slots):  # every slot has an entry: they are parallel
+            return flags
+        found = dict(zip(compress(self.slots, among), flags, strict=True))
+        return list(map(found.get, slots, repeat(0)))
+
+
+def _gather(entries: array[int], slots: list[int]) -> list[int]:
+    """The flags of each of the ascending ``slots`` in ``entries`` (0 where absent), each
+    bisected for in C."""
+    size = len(entries)
+    padded = entries + _PAST  # where a slot past every entry lands: no slot is 0 there
+    keys = map(lshift, slots, repeat(FLAG_BITS))
+    at = map(bisect_left, repeat(padded), keys, repeat(0), repeat(size))
+    got = list(map(padded.__getitem__, at))
+    present = map(eq, map(rshift, got, repeat(FLAG_BITS)), slots)
+    return list(map(mul, map(and_, got, repeat(_FLAGS)), present))
+
+
+def _aligned(found: _Kept | dict[int, int], slots: list[int], keys: set[int]) -> Sequence[int]:
+    """The flags of each of the ascending ``slots`` (``keys`` as a set; 0 where it has none)
+    from what ``_match`` kept of a term: its postings, or the flags of the slots it probed."""
+    if isinstance(found, dict):
+        return list(map(found.get, slots, repeat(0)))
+    return found.aligned(slots, keys)
+
+
+_PAST = array("I", (0,))
+_ALIGN = 8
+"""Bisecting for a slot costs about this many entries passed."""
 _NOBODY = array("I")
 _PROBE = 16
 """Bisection beats a pass over a postings list this many times the keys' number."""
@@ -441,23 +486,26 @@ class BodyIndex:
         bare = set.intersection(*holders)
         keys, flags = self._match(lists, holders, bare)
         idf = self._idf(lists)
-        sections = self._score(sorted(keys), idf, holders, flags, bare, accept)
+        sections = self._score(keys, idf, holders, flags, bare, accept)
         if accept is not None:
             bare = {start for start in bare if accept(self._docs[start].entry)}
         return Ranking(idf, self._ranked(sections + self._score_bare(bare, idf, lists)))
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
-    ) -> tuple[set[int], list[dict[int, int]]]:
-        """The matching section slots and, per term, the flags of the slots it was looked up
-        for (a superset of the matching ones that hold it).
+    ) -> tuple[list[int], list[Sequence[int]]]:
+        """The matching section slots, ascending, and per term the flags of each (0 where the
+        term has no entry for it).
 
         A section matches when every term is in its text or trail or in its document's tags or
         title (then at least one is in text or trail, or the document is a bare row). So the
         candidates are the sections of the term with the fewest (its postings, plus every
         section of the documents whose tags or title hold it), narrowed term by term: a few
-        candidates are probed in a long postings list by bisection, many are looked up in a map
-        of all its entries built in C (which gives the flags the scoring needs too)."""
+        candidates are probed in a long postings list by bisection, else the candidates are
+        intersected with its slots in C (``_Kept``: one int object an entry, where a map of
+        slot to flags cost about twice). What each term was read as is kept, and read once
+        more for the flags of the sections that matched, parallel to them (``_aligned``), so
+        scoring indexes a list where it called a map's ``get``."""
         docs, starts = self._docs, self._starts
         per_doc = self._sections / len(docs) if docs else 0.0
 
@@ -466,26 +514,28 @@ class BodyIndex:
             return len(lists[j]) + len(holders[j]) * per_doc
 
         order = sorted(range(len(lists)), key=reach)
-        flags: list[dict[int, int]] = [{}] * len(lists)
-        flags[order[0]] = _flag_map(lists[order[0]])
-        keys = set(flags[order[0]])
+        kept: list[_Kept | dict[int, int]] = [{}] * len(lists)
+        first = kept[order[0]] = _Kept(lists[order[0]])
+        keys = set(first.slots)
         for start in holders[order[0]]:
             if start not in bare:
                 keys.update(range(start, start + docs[start].sections))
         for j in order[1:]:
             entries = lists[j]
+            present: set[int]
             if len(keys) * _PROBE < len(entries):
-                found = flags[j] = _probe(entries, keys)
+                found = kept[j] = _probe(entries, keys)
                 present = set(found)
             else:
-                found = flags[j] = _flag_map(entries)
-                present = set(filter(found.__contains__, keys))
+                postings = kept[j] = _Kept(entries)
+                present = keys.intersection(postings.slots)
             held = holders[j]
             rest = keys.difference(present) if held else ()
             if rest:
                 # the rest of the keys stay when their document's tags or title hold the term:
                 # look up each one's document, or list the held documents' slots if fewer
-                if sum(docs[start].sections for start in held) <= 4 * len(rest):
+                # (about: either gives the same keys)
+                if len(held) * per_doc <= 4 * len(rest):
                     for start in held:
                         present.update(rest.intersection(range(start, start + docs[start].slots)))
                 else:
@@ -493,7 +543,8 @@ class BodyIndex:
                         key for key in rest if starts[bisect_right(starts, key) - 1] in held
                     )
             keys = present
-        return keys, flags
+        slots = sorted(keys)
+        return slots, [_aligned(found, slots, keys) for found in kept]
 
     # -- ranking ----------------------------------------------------------------------------------
 
@@ -513,12 +564,13 @@ class BodyIndex:
         keys: list[int],
         idf: Sequence[float],
         holders: Sequence[set[int]],
-        flags: Sequence[dict[int, int]],
+        flags: Sequence[Sequence[int]],
         bare: set[int],
         accept: Callable[[Entry], bool] | None,
     ) -> list[tuple[float, int, int]]:
-        """``(-score, first slot, section)`` for each of the sorted ``keys`` whose document is
-        accepted and not a bare row (a bare row stands for all of its document's sections)."""
+        """``(-score, first slot, section)`` for each of the sorted ``keys`` (per term,
+        ``flags`` holds each one's flags, as ``_match`` gives them) whose document is accepted
+        and not a bare row (a bare row stands for all of its document's sections)."""
         w = self.weights
         k1, trail, heading_weight = w.k1, w.trail, w.heading
         mean, mean_heading, _ = self._norms()
@@ -526,18 +578,17 @@ class BodyIndex:
         text_c, text_slope = 1 - w.b, w.b / mean
         head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
         scale = [weight * (k1 + 1) for weight in idf]
-        # per term: its weight, the flags of the slots holding it, and the field weight a
-        # section gets when only its document's tags or title hold it (the trail's root)
-        gets = [found.get for found in flags]
-        plain = [(weight, get, 0.0) for weight, get in zip(scale, gets, strict=True)]
+        # per term: its weight and the field weight a section gets when only its document's
+        # tags or title hold it (the trail's root)
+        plain = [(weight, found, 0.0) for weight, found in zip(scale, flags, strict=True)]
         titled = set().union(*holders)
         starts, docs = self._starts, self._docs
-        in_heading, in_trail, tf_max = IN_HEADING, IN_TRAIL, TF_MAX
+        in_heading, tf_max = IN_HEADING, TF_MAX
         out: list[tuple[float, int, int]] = []
         append = out.append
         end, skip = -1, True
         start, lengths, heads, prior, terms = 0, _NOBODY, b"", 0.0, plain
-        for key in keys:
+        for at, key in enumerate(keys):
             if key >= end:  # the next document: keys are sorted
                 start = starts[bisect_right(starts, key) - 1]
                 doc = docs[start]
@@ -551,22 +602,23 @@ class BodyIndex:
                 terms = plain
                 if start in titled:
                     terms = [
-                        (weight, get, trail if start in held else 0.0)
-                        for weight, get, held in zip(scale, gets, holders, strict=True)
+                        (weight, found, trail if start in held else 0.0)
+                        for weight, found, held in zip(scale, flags, holders, strict=True)
                     ]
             elif skip:
                 continue
             section = key - start
             text = 1 / (text_c + text_slope * lengths[section])
             raw = 0.0
-            for weight, get, x in terms:  # x: the field weight of the title alone, if any
-                flag = get(key, 0)
-                # a heading, an ancestor's or the title: one field per term, the nearest
-                if flag & in_heading:
-                    x = heading_weight / (head_c + head_slope * heads[section])
-                elif flag & in_trail:
-                    x = trail
-                x += text * (flag & tf_max)
+            for weight, found, x in terms:  # x: the field weight of the title alone, if any
+                flag = found[at]
+                if flag > tf_max:  # IN_HEADING or IN_TRAIL: the nearest such field counts
+                    if flag & in_heading:
+                        x = heading_weight / (head_c + head_slope * heads[section])
+                    else:
+                        x = trail
+                    flag &= tf_max
+                x += text * flag
                 raw += weight * x / (k1 + x)
             append((raw * prior, start, section))
         return out
