@@ -77,6 +77,9 @@ class PostingLists:
         self._tail_entries = 0
         self._dead: list[tuple[int, int]] = []
         """Slot ranges ``[low, high)`` of documents removed from the frozen segment, ascending."""
+        self._lent = False
+        """``dump`` gave ``_entries`` out (a save writes them on a thread): the next merge
+        writes new arrays instead of moving the entries in place."""
 
     @classmethod
     def restored(
@@ -204,33 +207,75 @@ class PostingLists:
             out = _Segment()
             if self._dead:  # every term's entries to cut
                 for word, found in self._merged():
-                    out.add(word, found)
+                    out.add(word, len(found))
+                    out.entries += found
+                entries = out.entries
             else:  # the frozen terms between two of the tail's are copied as they are, in C
-                done, tail, words = 0, self._tail, self._words
-                starts = self._starts
-                count = len(starts) - 1
-
-                def term_at(number: int) -> bytes:
-                    return words[starts[number] : starts[number + 1] - 1]
-
-                for term in sorted(tail):  # code point order is UTF-8's
-                    key = _encode(term)
-                    low = max((bisect_right(self._sample, key) - 1) * SAMPLE, done)
-                    at = bisect_left(range(count), key, low, min(low + SAMPLE, count), key=term_at)
-                    out.copy(self, starts, done, at)
-                    found = tail[term]
-                    if at < count and term_at(at) == key:
-                        found = self._entries[self._begins[at] : self._begins[at + 1]] + found
-                        at += 1
-                    out.add(key, found)
-                    done = at
-                out.copy(self, starts, done, count)
-                del tail, starts
+                places = self._places()
+                begins, done = self._begins, 0
+                for at, matched, key, found in places:
+                    out.copy(self, done, at)
+                    out.add(key, len(found) + (begins[at + 1] - begins[at] if matched else 0))
+                    done = at + matched
+                out.copy(self, done, len(begins) - 1)
+                entries = self._spread(places)
+                del places, begins
             self._words = bytes(out.words)
-            self._begins, self._entries, self._starts = out.begins, out.entries, out.starts
-            self._tail, self._tail_entries, self._dead = {}, 0, []
+            self._begins, self._entries, self._starts = out.begins, entries, out.starts
+            self._tail, self._tail_entries, self._dead, self._lent = {}, 0, [], False
             self._sample = _sample(self._words, out.starts)  # the merge's transients freed first
         self._top = top
+
+    def _places(self) -> list[tuple[int, bool, bytes, array[int]]]:
+        """Each tail term, ascending: the number of the first frozen term not before it,
+        whether that term is the same, the term in UTF-8 and its tail entries."""
+        tail, words, starts, sample = self._tail, self._words, self._starts, self._sample
+        count = len(starts) - 1
+
+        def term_at(number: int) -> bytes:
+            return words[starts[number] : starts[number + 1] - 1]
+
+        places = []
+        done = 0
+        for term in sorted(tail):  # code point order is UTF-8's
+            key = _encode(term)
+            low = max((bisect_right(sample, key) - 1) * SAMPLE, done)
+            at = bisect_left(range(count), key, low, min(low + SAMPLE, count), key=term_at)
+            matched = at < count and term_at(at) == key
+            places.append((at, matched, key, tail[term]))
+            done = at + matched
+        return places
+
+    def _spread(self, places: list[tuple[int, bool, bytes, array[int]]]) -> array[int]:
+        """The frozen entries with each tail term's after its frozen ones (``places``), moved
+        from the back in the frozen array itself, grown by the tail's size: a merge holds the
+        segment once, where a new array held it twice (at FastAPI x5, 2 MB of entries, the
+        publish's peak). Into a new array when ``dump`` lent the frozen one out."""
+        old = self._entries
+        size = len(old)
+        grown = size + sum(len(found) for _, _, _, found in places)
+        if self._lent:
+            entries = array("I", bytes(4 * grown))
+            entries[:size] = old
+        else:
+            entries = old
+            entries.frombytes(bytes(4 * (grown - size)))
+        view, begins = memoryview(entries), self._begins
+        read, write = size, grown
+        for at, matched, _, found in reversed(places):
+            begin = begins[at + matched]
+            view[write - (read - begin) : write] = view[begin:read]  # overlapping: a memmove
+            write -= read - begin
+            view[write - len(found) : write] = found
+            write -= len(found)
+            read = begin
+            if matched:
+                begin = begins[at]
+                view[write - (read - begin) : write] = view[begin:read]
+                write -= read - begin
+                read = begin
+        view.release()
+        return entries
 
     def _merged(self) -> Iterator[tuple[bytes, array[int]]]:
         """Every term with entries, ascending, and its entries (frozen ones copied)."""
@@ -260,6 +305,7 @@ class PostingLists:
         (frozen first: ``top`` as ``freeze``)."""
         self.freeze(top)
         counts = array("I", (b - a for a, b in zip(self._begins, self._begins[1:], strict=False)))
+        self._lent = True
         return self._words[:-1].decode("utf-8", "surrogatepass"), counts, self._entries
 
     def renumber(self, old: array[int], moves: array[int], top: int) -> None:
@@ -297,30 +343,30 @@ def _sample(words: bytes, starts: array[int]) -> list[bytes]:
 
 
 class _Segment:
-    """A frozen segment being written, term after term, ascending."""
+    """A frozen segment's terms and where each one's entries start, being written term after
+    term, ascending (the entries themselves are the caller's)."""
 
     def __init__(self) -> None:
         self.words = bytearray()
         self.begins = array("I", (0,))
-        self.entries = array("I")
         self.starts = array("I", (0,))
+        self.entries = array("I")
+        """The entries, where the caller writes them here."""
 
-    def add(self, word: bytes, found: array[int]) -> None:
+    def add(self, word: bytes, count: int) -> None:
+        """A term with ``count`` entries."""
         self.words += word
         self.words += b"\n"
         self.starts.append(len(self.words))
-        self.entries += found
-        self.begins.append(len(self.entries))
+        self.begins.append(self.begins[-1] + count)
 
-    def copy(self, old: PostingLists, starts: array[int], first: int, stop: int) -> None:
-        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are (``starts``
-        where each starts in its words)."""
+    def copy(self, old: PostingLists, first: int, stop: int) -> None:
+        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are."""
         if stop <= first:
             return
+        starts = old._starts
         shift = len(self.words) - starts[first]
         self.starts.extend(map(add, starts[first + 1 : stop + 1], repeat(shift)))
         self.words += old._words[starts[first] : starts[stop]]
-        start = old._begins[first]
-        shift = len(self.entries) - start
-        self.entries += old._entries[start : old._begins[stop]]
+        shift = self.begins[-1] - old._begins[first]
         self.begins.extend(map(add, old._begins[first + 1 : stop + 1], repeat(shift)))
