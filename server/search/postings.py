@@ -211,58 +211,64 @@ class PostingLists:
                     out.entries += found
                 entries = out.entries
             else:  # the frozen terms between two of the tail's are copied as they are, in C
-                places = self._places()
-                begins, done = self._begins, 0
-                for at, matched, key, found in places:
+                terms, ats, same = self._places()
+                tail, begins, done = self._tail, self._begins, 0
+                for term, at, matched in zip(terms, ats, same, strict=True):
                     out.copy(self, done, at)
-                    out.add(key, len(found) + (begins[at + 1] - begins[at] if matched else 0))
+                    count = len(tail[term]) + (begins[at + 1] - begins[at] if matched else 0)
+                    out.add(_encode(term), count)
                     done = at + matched
                 out.copy(self, done, len(begins) - 1)
-                entries = self._spread(places)
-                del places, begins
+                entries = self._spread(terms, ats, same)
+                del terms, ats, same, tail, begins
             self._words = bytes(out.words)
             self._begins, self._entries, self._starts = out.begins, entries, out.starts
             self._tail, self._tail_entries, self._dead, self._lent = {}, 0, [], False
             self._sample = _sample(self._words, out.starts)  # the merge's transients freed first
         self._top = top
 
-    def _places(self) -> list[tuple[int, bool, bytes, array[int]]]:
-        """Each tail term, ascending: the number of the first frozen term not before it,
-        whether that term is the same, the term in UTF-8 and its tail entries."""
+    def _places(self) -> tuple[list[str], array[int], bytes]:
+        """The tail's terms, ascending; for each, the number of the first frozen term not
+        before it, and whether that term is the same (1) or not (0). Flat arrays and one list,
+        not an object a term: what the merge holds throughout, beside what it writes (see
+        ``_sample``)."""
         tail, words, starts, sample = self._tail, self._words, self._starts, self._sample
         count = len(starts) - 1
 
         def term_at(number: int) -> bytes:
             return words[starts[number] : starts[number + 1] - 1]
 
-        places = []
+        terms = sorted(tail)  # code point order is UTF-8's
+        ats, same = array("I"), bytearray()
         done = 0
-        for term in sorted(tail):  # code point order is UTF-8's
+        for term in terms:
             key = _encode(term)
             low = max((bisect_right(sample, key) - 1) * SAMPLE, done)
             at = bisect_left(range(count), key, low, min(low + SAMPLE, count), key=term_at)
             matched = at < count and term_at(at) == key
-            places.append((at, matched, key, tail[term]))
+            ats.append(at)
+            same.append(matched)
             done = at + matched
-        return places
+        return terms, ats, bytes(same)
 
-    def _spread(self, places: list[tuple[int, bool, bytes, array[int]]]) -> array[int]:
-        """The frozen entries with each tail term's after its frozen ones (``places``), moved
+    def _spread(self, terms: list[str], ats: array[int], same: bytes) -> array[int]:
+        """The frozen entries with each tail term's after its frozen ones (``_places``), moved
         from the back in the frozen array itself, grown by the tail's size: a merge holds the
         segment once, where a new array held it twice (at FastAPI x5, 2 MB of entries, the
         publish's peak). Into a new array when ``dump`` lent the frozen one out."""
-        old = self._entries
+        old, tail, begins = self._entries, self._tail, self._begins
         size = len(old)
-        grown = size + sum(len(found) for _, _, _, found in places)
+        grown = size + sum(map(len, tail.values()))  # (``_tail_entries`` counts combined ones)
         if self._lent:
             entries = array("I", bytes(4 * grown))
             entries[:size] = old
         else:
             entries = old
             entries.frombytes(bytes(4 * (grown - size)))
-        view, begins = memoryview(entries), self._begins
+        view = memoryview(entries)
         read, write = size, grown
-        for at, matched, _, found in reversed(places):
+        for number in range(len(terms) - 1, -1, -1):
+            at, matched, found = ats[number], same[number], tail[terms[number]]
             begin = begins[at + matched]
             view[write - (read - begin) : write] = view[begin:read]  # overlapping: a memmove
             write -= read - begin
