@@ -102,16 +102,19 @@ def _libc() -> Any:
     return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
 
 
-def trim() -> None:
-    """Free what only reference cycles hold, then hand the heaps' free memory back to the
-    system (glibc). Blocks for a few milliseconds on a large heap: call it off the event loop
-    (ctypes drops the GIL; the collection holds it).
+def trim(*, cycles: bool = False) -> None:
+    """Hand the heaps' free memory back to the system (glibc; a no-op elsewhere). Blocks for a
+    few milliseconds on a large heap: call it off the event loop (ctypes drops the GIL).
 
-    The collector's full pass, the only one that frees cycles of long-lived objects, runs
-    only once a quarter more objects than it last left have survived, which a settled server
-    rarely reaches: cycles made during a burst (closed QUIC connections with their streams, a
-    parser's tokens) would stay resident until then."""
-    gc.collect()
+    ``cycles``: first free what only reference cycles hold. The collector's full pass, the only
+    one that frees cycles of long-lived objects, runs once a quarter more objects than it last
+    left have survived, which a settled server rarely reaches, so cycles made during a burst
+    (closed QUIC connections and their streams, parser tokens: 0.4 MiB after the FastAPI x1
+    publish) would stay resident. The pass holds the interpreter's lock for about 35 ms (the
+    40,000 objects of an empty server's modules), so it is for the quiet after a burst, not
+    between its writes."""
+    if cycles:
+        gc.collect()
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
