@@ -37,10 +37,10 @@ _TAIL_SHARE = 8
 """A write merges once the tail is this share of the whole. The tail's objects (a str and an
 array a term) are small, in pymalloc's arenas, and a merge frees them all at once: the arenas a
 large tail spread into stay behind, pinned by what was allocated beside it (at half the
-segment, FastAPI x5 published settled at 1.6-1.7x its bodies, at an eighth 1.2-1.4x). A merge
-copies the segment, so a smaller share costs more: the x5 publish's body index work (775
-documents) took 2.3-2.4 s of CPU at an eighth, 1.2-1.4 s at a half (docs/PERFORMANCE.md, "Board
-budget")."""
+segment, FastAPI x5 published settled at 1.6-1.7x its bodies, at an eighth 1.2-1.4x; with the
+merges in place, a half 1.36x and an eighth 1.23-1.24x). A smaller share merges more often: the
+x5 documents' postings took 2.2 s of CPU at an eighth, 1.4 s at a half (docs/PERFORMANCE.md,
+"Board budget")."""
 _DEAD_MAX = 64
 """Dead ranges (documents removed from the frozen segment) that make a write merge: each is
 cut out of every lookup until then."""
