@@ -37,10 +37,10 @@ _TAIL_SHARE = 8
 """A write merges once the tail is this share of the whole. The tail's objects (a str and an
 array a term) are small, in pymalloc's arenas, and a merge frees them all at once: the arenas a
 large tail spread into stay behind, pinned by what was allocated beside it (at half the
-segment, FastAPI x5 published settled at 1.6-1.7x its bodies, at an eighth 1.2-1.4x). A merge
-copies the segment, so a smaller share costs more: the x5 publish's body index work (775
-documents) took 2.3-2.4 s of CPU at an eighth, 1.2-1.4 s at a half (docs/PERFORMANCE.md, "Board
-budget")."""
+segment, FastAPI x5 published settled at 1.6-1.7x its bodies, at an eighth 1.2-1.4x; with the
+merges in place, a half 1.36x and an eighth 1.23-1.24x). A smaller share merges more often: the
+x5 documents' postings took 2.2 s of CPU at an eighth, 1.4 s at a half (docs/PERFORMANCE.md,
+"Board budget")."""
 _DEAD_MAX = 64
 """Dead ranges (documents removed from the frozen segment) that make a write merge: each is
 cut out of every lookup until then."""
@@ -77,6 +77,9 @@ class PostingLists:
         self._tail_entries = 0
         self._dead: list[tuple[int, int]] = []
         """Slot ranges ``[low, high)`` of documents removed from the frozen segment, ascending."""
+        self._lent = False
+        """``dump`` gave ``_entries`` out (a save writes them on a thread): the next merge
+        writes new arrays instead of moving the entries in place."""
 
     @classmethod
     def restored(
@@ -204,33 +207,81 @@ class PostingLists:
             out = _Segment()
             if self._dead:  # every term's entries to cut
                 for word, found in self._merged():
-                    out.add(word, found)
+                    out.add(word, len(found))
+                    out.entries += found
+                entries = out.entries
             else:  # the frozen terms between two of the tail's are copied as they are, in C
-                done, tail, words = 0, self._tail, self._words
-                starts = self._starts
-                count = len(starts) - 1
-
-                def term_at(number: int) -> bytes:
-                    return words[starts[number] : starts[number + 1] - 1]
-
-                for term in sorted(tail):  # code point order is UTF-8's
-                    key = _encode(term)
-                    low = max((bisect_right(self._sample, key) - 1) * SAMPLE, done)
-                    at = bisect_left(range(count), key, low, min(low + SAMPLE, count), key=term_at)
-                    out.copy(self, starts, done, at)
-                    found = tail[term]
-                    if at < count and term_at(at) == key:
-                        found = self._entries[self._begins[at] : self._begins[at + 1]] + found
-                        at += 1
-                    out.add(key, found)
-                    done = at
-                out.copy(self, starts, done, count)
-                del tail, starts
+                terms, ats, same = self._places()
+                tail, begins, done = self._tail, self._begins, 0
+                for term, at, matched in zip(terms, ats, same, strict=True):
+                    out.copy(self, done, at)
+                    count = len(tail[term]) + (begins[at + 1] - begins[at] if matched else 0)
+                    out.add(_encode(term), count)
+                    done = at + matched
+                out.copy(self, done, len(begins) - 1)
+                entries = self._spread(terms, ats, same)
+                del terms, ats, same, tail, begins
             self._words = bytes(out.words)
-            self._begins, self._entries, self._starts = out.begins, out.entries, out.starts
-            self._tail, self._tail_entries, self._dead = {}, 0, []
+            self._begins, self._entries, self._starts = out.begins, entries, out.starts
+            self._tail, self._tail_entries, self._dead, self._lent = {}, 0, [], False
             self._sample = _sample(self._words, out.starts)  # the merge's transients freed first
         self._top = top
+
+    def _places(self) -> tuple[list[str], array[int], bytes]:
+        """The tail's terms, ascending; for each, the number of the first frozen term not
+        before it, and whether that term is the same (1) or not (0). Flat arrays and one list,
+        not an object a term: what the merge holds throughout, beside what it writes (see
+        ``_sample``)."""
+        tail, words, starts, sample = self._tail, self._words, self._starts, self._sample
+        count = len(starts) - 1
+
+        def term_at(number: int) -> bytes:
+            return words[starts[number] : starts[number + 1] - 1]
+
+        terms = sorted(tail)  # code point order is UTF-8's
+        ats, same = array("I"), bytearray()
+        done = 0
+        for term in terms:
+            key = _encode(term)
+            low = max((bisect_right(sample, key) - 1) * SAMPLE, done)
+            at = bisect_left(range(count), key, low, min(low + SAMPLE, count), key=term_at)
+            matched = at < count and term_at(at) == key
+            ats.append(at)
+            same.append(matched)
+            done = at + matched
+        return terms, ats, bytes(same)
+
+    def _spread(self, terms: list[str], ats: array[int], same: bytes) -> array[int]:
+        """The frozen entries with each tail term's after its frozen ones (``_places``), moved
+        from the back in the frozen array itself, grown by the tail's size: a merge holds the
+        segment once, where a new array held it twice (at FastAPI x5, 2 MB of entries, the
+        publish's peak). Into a new array when ``dump`` lent the frozen one out."""
+        old, tail, begins = self._entries, self._tail, self._begins
+        size = len(old)
+        grown = size + sum(map(len, tail.values()))  # (``_tail_entries`` counts combined ones)
+        if self._lent:
+            entries = array("I", bytes(4 * grown))
+            entries[:size] = old
+        else:
+            entries = old
+            entries.frombytes(bytes(4 * (grown - size)))
+        view = memoryview(entries)
+        read, write = size, grown
+        for number in range(len(terms) - 1, -1, -1):
+            at, matched, found = ats[number], same[number], tail[terms[number]]
+            begin = begins[at + matched]
+            view[write - (read - begin) : write] = view[begin:read]  # overlapping: a memmove
+            write -= read - begin
+            view[write - len(found) : write] = found
+            write -= len(found)
+            read = begin
+            if matched:
+                begin = begins[at]
+                view[write - (read - begin) : write] = view[begin:read]
+                write -= read - begin
+                read = begin
+        view.release()
+        return entries
 
     def _merged(self) -> Iterator[tuple[bytes, array[int]]]:
         """Every term with entries, ascending, and its entries (frozen ones copied)."""
@@ -260,6 +311,7 @@ class PostingLists:
         (frozen first: ``top`` as ``freeze``)."""
         self.freeze(top)
         counts = array("I", (b - a for a, b in zip(self._begins, self._begins[1:], strict=False)))
+        self._lent = True
         return self._words[:-1].decode("utf-8", "surrogatepass"), counts, self._entries
 
     def renumber(self, old: array[int], moves: array[int], top: int) -> None:
@@ -297,30 +349,30 @@ def _sample(words: bytes, starts: array[int]) -> list[bytes]:
 
 
 class _Segment:
-    """A frozen segment being written, term after term, ascending."""
+    """A frozen segment's terms and where each one's entries start, being written term after
+    term, ascending (the entries themselves are the caller's)."""
 
     def __init__(self) -> None:
         self.words = bytearray()
         self.begins = array("I", (0,))
-        self.entries = array("I")
         self.starts = array("I", (0,))
+        self.entries = array("I")
+        """The entries, where the caller writes them here."""
 
-    def add(self, word: bytes, found: array[int]) -> None:
+    def add(self, word: bytes, count: int) -> None:
+        """A term with ``count`` entries."""
         self.words += word
         self.words += b"\n"
         self.starts.append(len(self.words))
-        self.entries += found
-        self.begins.append(len(self.entries))
+        self.begins.append(self.begins[-1] + count)
 
-    def copy(self, old: PostingLists, starts: array[int], first: int, stop: int) -> None:
-        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are (``starts``
-        where each starts in its words)."""
+    def copy(self, old: PostingLists, first: int, stop: int) -> None:
+        """The frozen terms ``first`` to ``stop`` (excluded) of ``old``, as they are."""
         if stop <= first:
             return
+        starts = old._starts
         shift = len(self.words) - starts[first]
         self.starts.extend(map(add, starts[first + 1 : stop + 1], repeat(shift)))
         self.words += old._words[starts[first] : starts[stop]]
-        start = old._begins[first]
-        shift = len(self.entries) - start
-        self.entries += old._entries[start : old._begins[stop]]
+        shift = self.begins[-1] - old._begins[first]
         self.begins.extend(map(add, old._begins[first + 1 : stop + 1], repeat(shift)))

@@ -50,11 +50,17 @@ WARMED_S = 4.0
 SETTLE_S = 8.0
 """Long enough for the server's trim (two quiet 2 s intervals after the last write and the
 index work it held back) to have happened."""
+
+
+def _nothing(*_: object, **__: object) -> None:
+    """A no-op in place of a patched call (a module-level function: the patch is pickled)."""
+
+
 NO_ALLOCATOR_SETTINGS = {  # glibc defaults: neither call has a setting that turns it off
-    "markproto.server.memory.tune": os.getpid,
-    "markproto.server.memory.trim": os.getpid,
+    "markproto.server.memory.tune": _nothing,
+    "markproto.server.memory.trim": _nothing,
 }
-NO_TRIM = {"markproto.server.memory.trim": os.getpid}
+NO_TRIM = {"markproto.server.memory.trim": _nothing}
 BUILT = re.compile(r"lookup index built.*?mb=([\d.]+) seconds=([\d.]+)")
 PARTS = ("1", "2", "3", "4", "5")
 
