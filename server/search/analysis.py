@@ -517,7 +517,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     first = 1 if preamble else 0
     gone = 0
     linked.finish()
-    wanted = set(linked.kept.headings)
+    wanted = set(linked.headings)
     anchors: dict[int, str] = {-1: ""}
     texts = _Headings(outline, dropped, count)
     for number, suffix in enumerate(mdoutline.anchor_suffixes(texts)):
@@ -528,7 +528,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         elif suffix:
             suffixed.append(number - gone + first)
             suffixes.append(suffix)
-    packed, link_count = linked.kept.pack(anchors)
+    packed, link_count = linked.pack(anchors)
     return Analysis(own_facts(body), outline, packed, link_count, linked.ids(), None)
 
 
@@ -553,55 +553,22 @@ def _own_section(*fields: object) -> mdoutline.OwnSection:
     return OwnSection(*fields)  # type: ignore[arg-type]
 
 
-class _Kept:
-    """The links found so far, each kept as its ``links.tail`` in UTF-8 with its line and its
-    heading's number in arrays, until the anchors are known: a link-dense body holds a few
-    bytes a link beside its text, not a string or a tuple. The extractor's sink, apart from
-    ``_Links`` so that the two make no reference cycle (a cycle would keep a body's links,
-    promoted past the young generations by then, until a full collection)."""
+class _Links:
+    """The body's links as the sections stream by, each kept as its ``links.tail`` in UTF-8
+    with its line and its heading's number in arrays, until the anchors are known: a
+    link-dense body holds a few bytes a link beside its text, not a string or a tuple."""
 
-    __slots__ = ("_ends", "_tails", "headings", "lines")
+    def __init__(self, body: bytes) -> None:
+        from markproto.protocol.links import Extractor
 
-    def __init__(self) -> None:
+        self._body = body
+        self._extractor = Extractor(body, self._keep)
         self.lines = array("I")
         self.headings = array("i")
         """Each link's heading, numbered among all headings (-1: before the first)."""
         self._tails = bytearray()
         self._ends = array("I")
         """Where each link's tail ends in ``_tails``."""
-
-    def keep(self, link: Link) -> None:
-        rest = tail(link)
-        if rest is not None:
-            self.lines.append(link.line)
-            self.headings.append(int(link.section[1:]) if link.section else -1)
-            self._tails += rest.encode("utf-8", "surrogatepass")
-            self._ends.append(len(self._tails))
-
-    def pack(self, anchors: dict[int, str]) -> tuple[bytes, int]:
-        """The links packed in the order of the body, given each heading's anchor."""
-        lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
-        order = _line_order(lines)
-        return pack_tails(
-            (
-                lines[i],
-                anchors[headings[i]],
-                tails[ends[i - 1] if i else 0 : ends[i]].decode("utf-8", "surrogatepass"),
-            )
-            for i in order
-        )
-
-
-class _Links:
-    """The body's links as the sections stream by (``section``), then ``finish``: what the
-    extractor finds goes to ``kept``."""
-
-    def __init__(self, body: bytes) -> None:
-        from markproto.protocol.links import Extractor
-
-        self._body = body
-        self.kept = _Kept()
-        self._extractor = Extractor(body, self.kept.keep)
         self._end = 0
         """Where the last section fed ends (the next heading's line starts there)."""
 
@@ -619,9 +586,30 @@ class _Links:
         self._extractor.section(start, stop, own)
         self._end = stop
 
+    def _keep(self, link: Link) -> None:
+        rest = tail(link)
+        if rest is not None:
+            self.lines.append(link.line)
+            self.headings.append(int(link.section[1:]) if link.section else -1)
+            self._tails += rest.encode("utf-8", "surrogatepass")
+            self._ends.append(len(self._tails))
+
     def finish(self) -> None:
         """The reference links, matched to their definitions now."""
         self._extractor.links()
+
+    def pack(self, anchors: dict[int, str]) -> tuple[bytes, int]:
+        """The links packed in the order of the body, given each heading's anchor."""
+        lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
+        order = _line_order(lines)
+        return pack_tails(
+            (
+                lines[i],
+                anchors[headings[i]],
+                tails[ends[i - 1] if i else 0 : ends[i]].decode("utf-8", "surrogatepass"),
+            )
+            for i in order
+        )
 
     def ids(self) -> str:
         return "\n".join(i for i in self._extractor.ids if "\n" not in i)
