@@ -562,15 +562,27 @@ class _Links:
         from markproto.protocol.links import Extractor
 
         self._body = body
-        self._extractor = Extractor(body, self._keep)
-        self.lines = array("I")
-        self.headings = array("i")
+        self.lines = lines = array("I")
+        self.headings = headings = array("i")
         """Each link's heading, numbered among all headings (-1: before the first)."""
-        self._tails = bytearray()
-        self._ends = array("I")
+        self._tails = tails = bytearray()
+        self._ends = ends = array("I")
         """Where each link's tail ends in ``_tails``."""
         self._end = 0
         """Where the last section fed ends (the next heading's line starts there)."""
+
+        def keep(link: Link) -> None:
+            """A function, not a bound method: the extractor holds it, and a method would tie
+            this object and its extractor in a cycle, the body and every tail with them,
+            freed only by the collector's full pass, which a server runs rarely."""
+            rest = tail(link)
+            if rest is not None:
+                lines.append(link.line)
+                headings.append(int(link.section[1:]) if link.section else -1)
+                tails.extend(rest.encode("utf-8", "surrogatepass"))
+                ends.append(len(tails))
+
+        self._extractor = Extractor(body, keep)
 
     def section(self, span: mdoutline.OwnSpan, heading: int) -> None:
         """Feed one section: its own text decoded only if it may hold a link, and nothing at
@@ -585,14 +597,6 @@ class _Links:
         own = _own_section(key, span.heading, span.level, span.trail, text)
         self._extractor.section(start, stop, own)
         self._end = stop
-
-    def _keep(self, link: Link) -> None:
-        rest = tail(link)
-        if rest is not None:
-            self.lines.append(link.line)
-            self.headings.append(int(link.section[1:]) if link.section else -1)
-            self._tails += rest.encode("utf-8", "surrogatepass")
-            self._ends.append(len(self._tails))
 
     def finish(self) -> None:
         """The reference links, matched to their definitions now."""
