@@ -786,6 +786,7 @@ def _pieces(content: str | bytes, chunk: int, start: int, scan: bool) -> Iterato
             piece_root = _new_root()
             document, open_ = _parse_blocks(lines, piece_root)
         if open_ and end < len(content):
+            _unlink(document.children)
             size *= 2
             continue
         sources = []
@@ -984,7 +985,11 @@ def _text(source: tuple[int, str, int, int, int], budget: list[int]) -> ParsedHe
         if len(text) <= min(_INLINE_MAX, budget[0]):
             budget[0] -= len(text)
             code = _code_text(text)
-            text = code if code is not None else _inline_text(span_token.tokenize_inner(text))
+            if code is None:
+                tokens = span_token.tokenize_inner(text)
+                code = _inline_text(tokens)
+                _unlink(tokens)
+            text = code
         else:
             text = _rough_text(text)
     return ParsedHeading(level, text, line, start, line_end)

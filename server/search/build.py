@@ -216,7 +216,13 @@ class _Builder:
                 self._in_workers(batch, batches)
                 return
             bodies = [doc.body for doc in batch]
-            self._apply(batch, analyze_many(bodies), sum(map(len, bodies)))
+            size = sum(map(len, bodies))
+            result = analyze_many(bodies)
+            # applying needs no body: none is held while the result is applied (a merge's
+            # peak) or while the next batch is read (``_batches`` holds this list too)
+            del bodies
+            batch[:] = map(_bare, batch)
+            self._apply(batch, result, size)
 
     def _in_workers(self, first: list[Version], rest: Iterator[list[Version]]) -> None:
         import multiprocessing
@@ -255,6 +261,7 @@ class _Builder:
                 continue
             batch.append(version)
             size += len(version.body)
+            del version  # this frame is held while the batch is applied
             if size >= BATCH_BYTES:
                 yield batch
                 batch, size = [], 0

@@ -107,3 +107,36 @@ def test_analysis_leaves_no_cycle_holding_the_body() -> None:
         gc.garbage.clear()
         gc.enable()
     assert held == []
+
+
+CYCLIC = {
+    "links of every kind": WARM.decode()
+    + "".join(
+        f"see [l{n}](/p/{n}.md#a) [u{n}][r{n % 7}] [r{n % 7}] <https://e{n}.com>\n"
+        for n in range(50)
+    )
+    + "\n"
+    + "".join(f"[r{n}]: /d{n}.md 'title'\n" for n in range(7)),
+    "headings with inline syntax": "".join(
+        f"# *Part* [{n}](/x.md) **bold** ~~gone~~\n\ntext {n}\n\n" for n in range(40)
+    ),
+    "a heading parse piece that must grow": "# Top\n\n```\n"
+    + "code line\n" * 20_000
+    + "```\n\n## After *it*\n",
+}
+
+
+@pytest.mark.parametrize("shape", CYCLIC)
+def test_analysis_leaves_no_cyclic_garbage(shape: str) -> None:
+    """Nothing an analysis allocates waits for the cycle collector: not its links, not the
+    heading parse's block trees or inline tokens (mistletoe links each token to its parent),
+    whatever path the parse takes."""
+    body = CYCLIC[shape].encode()
+    analyze(WARM)
+    gc.collect()
+    gc.disable()
+    try:
+        analyze(body)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
