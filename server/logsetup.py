@@ -68,17 +68,21 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
     }
 
 
-_second: list[Any] = [None, ""]
+_second: tuple[datetime | None, str] = (None, "")
 """The last whole second a record was stamped in and its text: records come many a second (one
-a request), and ``strftime`` was a fifth of formatting one."""
+a request), and ``strftime`` was a fifth of formatting one. One tuple, read once, so a thread
+never pairs one second with another's text."""
 
 
 def _timestamp(record: logging.LogRecord) -> str:
+    global _second
     moment = datetime.fromtimestamp(record.created, UTC)
     whole = moment.replace(microsecond=0)
-    if whole != _second[0]:
-        _second[:] = whole, whole.strftime("%Y-%m-%dT%H:%M:%S.")
-    return f"{_second[1]}{moment.microsecond // 1000:03d}Z"
+    seen, text = _second
+    if whole != seen:
+        text = whole.strftime("%Y-%m-%dT%H:%M:%S.")
+        _second = (whole, text)
+    return f"{text}{moment.microsecond // 1000:03d}Z"
 
 
 class JSONFormatter(logging.Formatter):
