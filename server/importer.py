@@ -41,7 +41,10 @@ def run(
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> plans.Report:
-    """Import ``folder`` under ``prefix`` (from `source.prefix_of`) into the content root."""
+    """Import ``folder`` under ``prefix`` into the content root. ``prefix`` is a folder in any
+    form `source.prefix_of` reads ("/", "docs/", "/a/b"); ValueError for one no document can
+    be under."""
+    prefix = source.prefix_of(prefix)
     real_root, real_folder = os.path.realpath(root), os.path.realpath(folder)
     inside = _within(real_folder, real_root)
     holds_root = not inside and _within(real_root, real_folder)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import stat
+import sys
 
 from markproto import durable
 from markproto.server.storage.layout import ARCHIVE_FILE, VERSION_NAME, VERSIONS_DIR, Layout
@@ -68,30 +69,48 @@ def _folder(layout: Layout, path: str, folder: Folder) -> list[str]:
     return removed
 
 
+def orphaned(vdir: Folder) -> list[str]:
+    """Empty a version folder no pointer leads to of its files (its versions, temporaries and
+    archive flag), fsynced; return them. The caller holds the root's write lock, so no write
+    in progress is among them: a document's first write (`Store`) calls it on a torn ``v1``."""
+    removed = _strays(vdir, None)
+    if vdir.lstat(ARCHIVE_FILE) is not None:
+        removed += _remove(vdir, ARCHIVE_FILE)
+    if removed:
+        vdir.fsync()
+    return removed
+
+
 def _history(layout: Layout, doc: str, vroot: Folder, vdir: Folder) -> list[str]:
     """One document's version folder: strays above its pointer, or all of it without one."""
-    removed: list[str] = []
     pointer = layout.pointer(doc)
-    for entry in _names(vdir):
-        if durable.TMP_NAME.match(entry):
-            removed += _remove(vdir, entry)
-            continue
-        matched = VERSION_NAME.match(entry)
-        if matched is None:
-            continue
-        if pointer is None or (not pointer.legacy and int(matched.group(1)) > pointer.number):
-            removed += _remove(vdir, entry)
     if pointer is None:
-        if vdir.lstat(ARCHIVE_FILE) is not None:
-            removed += _remove(vdir, ARCHIVE_FILE)
+        removed = orphaned(vdir)
         try:
             vroot.rmdir(vdir.path.rsplit("/", 1)[-1])
         except OSError:
             pass
         else:
             vroot.fsync()
+        return removed
+    # A legacy pointer's folder holds the twins of an interrupted migration: all kept.
+    removed = _strays(vdir, sys.maxsize if pointer.legacy else pointer.number)
     if removed:
         vdir.fsync()
+    return removed
+
+
+def _strays(vdir: Folder, newest: int | None) -> list[str]:
+    """Remove a version folder's temporaries and its version files above ``newest`` (every
+    one when None)."""
+    removed: list[str] = []
+    for entry in _names(vdir):
+        if durable.TMP_NAME.match(entry):
+            removed += _remove(vdir, entry)
+            continue
+        matched = VERSION_NAME.match(entry)
+        if matched is not None and (newest is None or int(matched.group(1)) > newest):
+            removed += _remove(vdir, entry)
     return removed
 
 

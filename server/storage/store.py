@@ -12,7 +12,8 @@ document's ``v1``, which nothing leads to yet, is created in place), the directo
 and only then is the pointer swapped (temporary symlink + rename + directory fsync;
 a first version's pointer, which replaces nothing, is made in place). A crash at any instant
 leaves the old pointer (or none) and a stray file, or the new pointer and a complete version;
-``recovery`` removes the strays at startup. Reads are lock-free: version files never change once
+``recovery`` removes the strays at startup (and a new document's first write clears a torn
+``v1`` it finds, `_create_first`). Reads are lock-free: version files never change once
 linked.
 
 Reading is liberal (`storefmt.read_version`): every shape an earlier reference release wrote is
@@ -45,6 +46,7 @@ from markproto import durable
 from markproto.protocol import bodies, digests, metadata, paths, status, storefmt
 from markproto.protocol.errors import InvalidMetadata, StoreFormatError
 from markproto.protocol.limits import MAX_BODY, STORED_FILE_MAX
+from markproto.server.storage import recovery
 from markproto.server.storage.layout import (
     ARCHIVE_FILE,
     VERSION_NAME,
@@ -355,7 +357,7 @@ class Store:
                     return Archived()
                 if current.body == body and current.meta == dict(meta):
                     return Written(current, created=False)
-            return self._write(path, current, body, meta, new=pointer is None)
+            return self._write(path, pointer, current, body, meta)
 
     def append(
         self, path: str, text: bytes, overlay: Mapping[str, str], expected: int
@@ -367,7 +369,8 @@ class Store:
             refused = self.collision(path)
             if refused is not None:
                 return refused
-            current = self.load(path)
+            pointer = self.layout.pointer(path)
+            current = self._load_at(path, pointer)
             if current is None:
                 return Missing()
             if expected != current.number:
@@ -386,7 +389,7 @@ class Store:
                 metadata.validate_store(merged)
             except InvalidMetadata as exc:
                 return Invalid(str(exc))
-            return self._write(path, current, body, merged)
+            return self._write(path, pointer, current, body, merged)
 
     def set_archived(self, path: str, archived: bool) -> Version | Missing | Collision:
         """Archive or unarchive the current version without touching any version file."""
@@ -420,20 +423,16 @@ class Store:
     def _write(
         self,
         path: str,
+        pointer: Pointer | None,
         current: Version | None,
         body: bytes,
         meta: Mapping[str, str],
-        *,
-        new: bool = False,
     ) -> Written | Conflict:
-        """Write the next version. A ``new`` document's (no pointer at all) is written in place
-        as ``v1``, not under a temporary name linked to it: nothing leads to its folder before
-        its pointer is made, which comes after the file is durable, and recovery removes a
-        version folder no pointer leads to, so a torn ``v1`` is never served (a random name, a
-        link and an unlink less a write)."""
+        """Write the next version after ``current``, which ``pointer`` (as the caller read it,
+        under the write lock) leads to. A new document's (no pointer at all) is written in
+        place as ``v1`` (`_create_first`), not under a temporary name linked to it."""
         previous = None
         if current is not None:
-            pointer = self.layout.pointer(path)
             if pointer is not None and pointer.legacy:
                 self._migrate(path, pointer)
             previous = digests.hash_ref_of_hex(current.etag)
@@ -441,12 +440,11 @@ class Store:
         data = storefmt.emit_version(number, previous, meta, body)
         final = f"v{number}"
         sync = self._pending is None
+        new = pointer is None
         with self.root.make(version_parts(path), sync=sync, fresh=new) as vdir:
             try:
                 if new:
-                    durable.create(final, data, sync=sync, dir_fd=vdir.fd)
-                    if sync:
-                        vdir.fsync()
+                    self._create_first(vdir, final, data, sync=sync)
                 else:
                     durable.link_new(final, data, sync=sync, dir_fd=vdir.fd)
             except FileExistsError:
@@ -454,7 +452,7 @@ class Store:
             st = os.stat(final, dir_fd=vdir.fd, follow_symlinks=False)
             pruned = self._doomed(vdir, number, metadata.retention(meta))
             if self._pending is None:
-                self._swap_pointer(path, number, first=current is None)
+                self._swap_pointer(path, number)
                 self._prune(vdir, pruned)
             else:
                 self._pending[path] = _Pending(number, pruned)
@@ -471,6 +469,22 @@ class Store:
         )
         return Written(version, created=True, pruned=pruned)
 
+    @staticmethod
+    def _create_first(vdir: Folder, final: str, data: bytes, *, sync: bool) -> None:
+        """Create a new document's first version file in place. Nothing leads to its folder
+        before its pointer is made, which comes after the file is durable, so a torn file is
+        never served. One found there already was left by a writer that died mid-write (an
+        import killed beside a server): the caller holds the root's write lock and no pointer
+        leads here, so it is recovery's debris (`recovery.orphaned`), cleared now rather than
+        answering ``conflict`` until the next start."""
+        try:
+            durable.create(final, data, sync=sync, dir_fd=vdir.fd)
+        except FileExistsError:
+            recovery.orphaned(vdir)
+            durable.create(final, data, sync=sync, dir_fd=vdir.fd)
+        if sync:
+            vdir.fsync()
+
     def _settle(self, path: str) -> None:
         """Commit the batch first if it holds a write of ``path``: what follows reads it."""
         if self._pending and path in self._pending:
@@ -482,7 +496,7 @@ class Store:
             return
         durable.sync_filesystem("", dir_fd=self.root.fd)
         for path, pending in self._pending.items():
-            self._swap_pointer(path, pending.number, sync=False, first=pending.number == 1)
+            self._swap_pointer(path, pending.number, sync=False)
             if pending.doomed:
                 with self.root.make(version_parts(path), sync=False) as vdir:
                     self._prune(vdir, pending.doomed, sync=False)
@@ -499,17 +513,16 @@ class Store:
             return False
         return data == body
 
-    def _swap_pointer(
-        self, path: str, number: int, *, sync: bool = True, first: bool = False
-    ) -> None:
-        """Make version ``number`` current: the moment a write is acknowledged. The ``first``
-        version of a document has no pointer to replace yet, so its pointer is made in place
+    def _swap_pointer(self, path: str, number: int, *, sync: bool = True) -> None:
+        """Make version ``number`` current: the moment a write is acknowledged. Version 1 of a
+        document most likely has no pointer to replace yet, so its pointer is made in place
         (a symlink appears whole): no temporary name, no rename. Something there after all
-        (a plain file being adopted) is replaced as any pointer is."""
+        (a plain file being adopted, a legacy pointer migrating) is replaced as any pointer
+        is."""
         dirs, name = split_doc_path(path)
         target = self.layout.pointer_target(path, number)
         with self.root.make(dirs, sync=sync) as parent:
-            if first:
+            if number == 1:
                 try:
                     os.symlink(target, name, dir_fd=parent.fd)
                 except FileExistsError:

@@ -241,3 +241,21 @@ def test_a_root_inside_the_folder_is_left_out(tmp_path: Path) -> None:
     ]
     data = (root / "versions/a.md/v1").read_bytes()
     assert storefmt.parse_version(data).body == b"# A\n"
+
+
+@pytest.mark.parametrize("prefix", ["docs", "/docs/", "docs/", "/docs"])
+def test_the_library_reads_a_prefix_in_any_form_the_command_does(
+    tmp_path: Path, prefix: str
+) -> None:
+    from markproto.server import importer
+
+    folder, root = tmp_path / "notes", tmp_path / "root"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub/a.md").write_bytes(b"# A\n")
+    root.mkdir()
+    report = importer.run(root, folder, prefix)
+    assert report.created == ["/docs/sub/a.md"]
+    loaded = Store(root).load("/docs/sub/a.md")
+    assert loaded is not None and loaded.body == b"# A\n"
+    with pytest.raises(ValueError, match="may not contain"):
+        importer.run(root, folder, "/a/../b")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import subprocess
@@ -179,6 +180,27 @@ def test_a_first_version_cut_short_is_never_served(store: Store, tmp_path: Path)
     assert not (tmp_path / "versions/c.md").exists()
     again = written(store.publish("/c.md", b"c\n", {}, expected=0))
     assert again.version.number == 1 and store.load("/c.md") == again.version
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_torn_first_version_does_not_block_the_next_publish(
+    store: Store, tmp_path: Path, batched: bool
+) -> None:
+    # A writer killed mid-write (an import beside a server) left a torn v1 and more debris, and
+    # no recovery has run since: the next first write of that path clears it and succeeds.
+    vdir = tmp_path / "versions/e.md"
+    vdir.mkdir(parents=True)
+    (vdir / "v1").write_bytes(b"---\nversion: 1\narch")
+    (vdir / "v2").write_bytes(b"stale")
+    (vdir / ".tmp-v2-0123456789ab").write_bytes(b"partial")
+    (vdir / "archived").write_bytes(b"true\n")
+    with store.batch() if batched else contextlib.nullcontext():
+        first = written(store.publish("/e.md", b"e\n", {}, expected=0))
+    assert first.version.number == 1
+    assert store.load("/e.md") == first.version and not first.version.archived
+    assert sorted(os.listdir(vdir)) == ["v1"]
+    second = written(store.publish("/e.md", b"e2\n", {}, expected=1))
+    assert second.version.number == 2 and chain_holds(store, "/e.md")
 
 
 def test_a_pointer_to_a_missing_file_takes_a_whole_first_version(
