@@ -687,12 +687,13 @@ class BodyIndex:
         for at, hit in enumerate(first):
             doc, section = hit.doc, hit.section
             titled = doc.entry.terms
-            text = 1 / (text_c + text_slope * doc.lengths[max(section, 0)])
             if section < 0:  # a bare row: its title is its heading, its preamble its text
                 heading = w.heading / (title_c + title_slope * _title_length(doc.entry))
-                text = text if doc.outline.preamble else 0.0
+                preamble = doc.outline.preamble
+                text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
             else:
                 heading = w.heading / (head_c + head_slope * doc.heads[section])
+                text = 1 / (text_c + text_slope * doc.lengths[section])
             fields = (section < 0, text, heading, w.trail)
             raw = 0.0
             for found, identifier, words, weight in each:

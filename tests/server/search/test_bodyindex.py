@@ -380,6 +380,15 @@ def test_identifier_words_admit_no_row() -> None:
     assert index.where("honor_labels") == ["/b.md#scrape"]
 
 
+def test_identifier_words_for_a_bare_row_of_an_empty_document() -> None:
+    """A document without a section still has its bare row (its title is its path's last
+    segment); the words count in its title, as any term's would."""
+    index = docs()
+    index.put("/my_doc.md", "")
+    index.put("/other.md", "# Other\n\nmy_doc here\n")
+    assert set(index.where("my_doc")) == {"/my_doc.md", "/other.md#other"}
+
+
 @pytest.mark.parametrize("plain", [4, bodyindex.REORDERED])
 def test_identifier_words_move_only_the_first_rows(plain: int) -> None:
     """Only the first ``REORDERED`` rows are reordered (a fixed number, so a smaller limit
@@ -576,7 +585,7 @@ def oracle(bodies: dict[str, tuple[str, dict[str, str]]], terms: Sequence[str]) 
     return rows
 
 
-WORDS = ["kiwi", "Mango", "pear", "apple", "a.b", "x"]
+WORDS = ["kiwi", "Mango", "pear", "apple", "a.b", "x", "kiwi_pear"]
 LINE = st.lists(st.sampled_from([*WORDS, "#", "##", "-", "`", "**", " "]), max_size=6).map(" ".join)
 BODY = st.lists(LINE, max_size=8).map("\n".join)
 META = st.fixed_dictionaries(
@@ -593,6 +602,9 @@ META = st.fixed_dictionaries(
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
 )
 @example({"/a.md": ("kiwi\n# `\nkiwi", {})}, "kiwi")  # the preamble and a heading of "`": anchor ""
+@example(
+    {"/a.md": ("", {"title": "kiwi_pear"})}, "kiwi_pear"
+)  # an identifier's bare row, no section
 def test_recall_is_exactly_the_rule(
     bodies: dict[str, tuple[str, dict[str, str]]], query: str
 ) -> None:
