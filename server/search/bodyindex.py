@@ -27,15 +27,16 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import and_, eq, lshift, mul, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
-from markproto.protocol.limits import LOOKUP_MAX, SNIPPET_MAX
+from markproto.protocol.limits import LOOKUP_DEFAULT_LIMIT, LOOKUP_MAX, SNIPPET_MAX
 from markproto.server.search.analysis import (
     FLAG_BITS,
     IN_HEADING,
+    IN_TRAIL,
     TF_MAX,
     Analysis,
     Outline,
@@ -44,14 +45,17 @@ from markproto.server.search.analysis import (
 )
 from markproto.server.search.catalog import Entry, SavedEntry
 from markproto.server.search.postings import PostingLists
-from markproto.server.search.text import loose_text, name_length, strip_line
+from markproto.server.search.text import identifier_words, loose_text, name_length, strip_line
 
-__all__ = ["MAX_SLOTS", "BodyIndex", "Hit", "Ranking", "Weights", "snippet"]
+__all__ = ["MAX_SLOTS", "REORDERED", "BodyIndex", "Hit", "Ranking", "Weights", "snippet"]
 
 MAX_SLOTS = 1 << (32 - FLAG_BITS)
 DumpedDoc = tuple[SavedEntry, str, int, tuple[Any, ...]]
 """A document as ``BodyIndex.dump`` gives it: entry, content hash, first slot, outline."""
 _FLAGS = (1 << FLAG_BITS) - 1
+REORDERED = LOOKUP_DEFAULT_LIMIT
+"""The first rows a query's identifier words reorder (docs/SPEC.md §5.7): the rows a LOOKUP
+shows by default; a fixed number, so a smaller limit shows a prefix of a larger one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,10 @@ class Weights:
     be if the title headed its preamble: tags and title weighted as an own heading (normalized
     by the titles' mean length with ``title_b``, as every field by its own), the preamble (text
     before any heading) as text, so both are on one scale. Then
-    the importance prior and the journal demotion, which order rows but never admit one.
+    the importance prior and the journal demotion, which order rows but never admit one. The
+    first ``REORDERED`` rows are then reordered with the words of the query's snake_case
+    identifiers, each a mention of its identifier (``identifier_word``) where it occurs apart
+    from it (``BodyIndex._reordered``).
     docs/SPEC.md §5.7 says why each value is what it is."""
 
     k1: float = 0.9
@@ -72,6 +79,7 @@ class Weights:
     heading_b: float = 0.75
     title_b: float = 1.0
     trail: float = 0.5
+    identifier_word: float = 1.0
     prior_floor: float = 0.3
 
 
@@ -489,7 +497,11 @@ class BodyIndex:
         sections = self._score(keys, idf, holders, flags, bare, accept)
         if accept is not None:
             bare = {start for start in bare if accept(self._docs[start].entry)}
-        return Ranking(idf, self._ranked(sections + self._score_bare(bare, idf, lists)))
+        ranked = self._ranked(sections + self._score_bare(bare, idf, lists))
+        identifiers = identifier_words(terms)
+        if identifiers and self.weights.identifier_word:
+            ranked = self._reordered(ranked, identifiers)
+        return Ranking(idf, ranked)
 
     def _match(
         self, lists: Sequence[array[int]], holders: Sequence[set[int]], bare: set[int]
@@ -647,6 +659,53 @@ class BodyIndex:
             out.append((-raw * doc.prior, start, -1))
         return out
 
+    # -- identifier words -------------------------------------------------------------------------
+
+    def _reordered(self, ranked: Iterator[Hit], identifiers: dict[str, list[str]]) -> Iterator[Hit]:
+        """The first ``REORDERED`` rows again, with each snake_case identifier of the query
+        (``text.identifier_words``) also found in its words: a word's weighted frequency in a
+        row (SPEC §5.7's ``x``, the same as a query term's) is more of the identifier's, times
+        ``identifier_word``, before its one saturation; then the other rows as they were. Only
+        the first rows: the words can only add, so the order past them stays the BM25F one,
+        and the cost is a few bisections a row (in C), whatever the number of candidates."""
+        first = list(islice(ranked, REORDERED))
+        w = self.weights
+        k1, (mean, mean_heading, mean_title) = w.k1, self._norms()
+        text_c, text_slope = 1 - w.b, w.b / mean
+        head_c, head_slope = 1 - w.heading_b, w.heading_b / mean_heading
+        title_c, title_slope = 1 - w.title_b, w.title_b / mean_title
+        keys = [(hit.doc.start + max(hit.section, 0)) << FLAG_BITS for hit in first]
+        terms = {*identifiers, *chain(*identifiers.values())}
+        lists = {term: self._postings.get(term) for term in terms}
+        flags = {term: _flags_at(entries, keys) for term, entries in lists.items()}
+        idf = self._idf([lists[identifier] for identifier in identifiers])
+        each = [
+            (flags[identifier], identifier, [(flags[word], word) for word in words], weight)
+            for (identifier, words), weight in zip(identifiers.items(), idf, strict=True)
+        ]
+        scored = []
+        for at, hit in enumerate(first):
+            doc, section = hit.doc, hit.section
+            titled = doc.entry.terms
+            if section < 0:  # a bare row: its title is its heading, its preamble its text
+                heading = w.heading / (title_c + title_slope * _title_length(doc.entry))
+                preamble = doc.outline.preamble
+                text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
+            else:
+                heading = w.heading / (head_c + head_slope * doc.heads[section])
+                text = 1 / (text_c + text_slope * doc.lengths[section])
+            fields = (section < 0, text, heading, w.trail)
+            raw = 0.0
+            for found, identifier, words, weight in each:
+                alone = _frequency(found[at], identifier in titled, *fields)
+                more = sum(_frequency(f[at], word in titled, *fields) for f, word in words)
+                if more:
+                    more = alone + w.identifier_word * more
+                    raw += weight * (more / (k1 + more) - alone / (k1 + alone))
+            scored.append((-hit.score - raw * (k1 + 1) * doc.prior, doc.start, section))
+        yield from self._ranked(scored)  # ties as ever: by path, then anchor
+        yield from ranked
+
     def _prior(self, entry: Entry) -> float:
         """Importance as a prior (it orders rows, it never admits one), then journal demotion."""
         floor = self.weights.prior_floor
@@ -672,6 +731,31 @@ class BodyIndex:
             for score, start, section in group[: LOOKUP_MAX - given]:
                 yield Hit(docs[start], section, -score)
             given += len(group)
+
+
+def _flags_at(entries: array[int], keys: Sequence[int]) -> list[int]:
+    """The flags of the slot of each of a few ``keys`` (slots shifted by ``FLAG_BITS``) in a
+    postings list, 0 where it has none; each bisected for in C (``_gather`` copies the list
+    first, which makes a long one dear for a few slots)."""
+    if not entries:
+        return [0] * len(keys)
+    at = map(min, map(bisect_left, repeat(entries), keys), repeat(len(entries) - 1))
+    got = list(map(entries.__getitem__, at))
+    present = map(eq, map(and_, got, repeat(~_FLAGS)), keys)
+    return list(map(mul, map(and_, got, repeat(_FLAGS)), present))
+
+
+def _frequency(
+    flag: int, titled: bool, bare: bool, text: float, heading: float, trail: float
+) -> float:
+    """A term's weighted frequency ``x`` in a row (SPEC §5.7), as ``_score`` and ``_score_bare``
+    compute it, from its flags there, whether the document's tags or title hold it, and the
+    row's field weights (``text`` per occurrence; ``heading``: a bare row's title)."""
+    if bare:
+        return text * (flag & TF_MAX) + (heading if titled else 0.0)
+    if flag & IN_HEADING:
+        return text * (flag & TF_MAX) + heading
+    return text * (flag & TF_MAX) + (trail if flag & IN_TRAIL or titled else 0.0)
 
 
 def _title_length(entry: Entry) -> int:

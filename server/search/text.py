@@ -24,6 +24,7 @@ from markproto.protocol.limits import TOKEN_MAX_BYTES
 __all__ = [
     "catalog_terms",
     "field_words",
+    "identifier_words",
     "line_cut",
     "loose_text",
     "name_length",
@@ -142,6 +143,24 @@ def query_terms(query: str) -> list[str]:
         else:
             out.update(dict.fromkeys(run for run in _WORD_RUNS.findall(term) if _fits(run)))
     return list(out)
+
+
+def identifier_words(terms: Sequence[str]) -> dict[str, list[str]]:
+    """The snake_case identifiers among query ``terms`` (SPEC §5.7, body mode: order), each
+    with its words. An identifier is a term of word characters with two or more runs between
+    underscores; its words are those runs, kept at >= 2 runes, that are not query terms
+    themselves (an identifier without any is left out). ``_`` is a word character, so the
+    index keeps such an identifier one word; a ``-`` or ``.`` compound is split by the index
+    already (its runs are words wherever it is), so it is none here."""
+    out: dict[str, list[str]] = {}
+    for term in terms:
+        runs = [run for run in term.split("_") if run]
+        if len(runs) < 2 or not _WORD_RUNS.fullmatch(term):
+            continue
+        words = [run for run in dict.fromkeys(runs) if len(run) >= 2 and run not in terms]
+        if words:
+            out[term] = words
+    return out
 
 
 def catalog_terms(query: str) -> list[str]:

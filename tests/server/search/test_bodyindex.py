@@ -4,6 +4,7 @@ prior only), the properties of our ranking (never particular scores), snippets, 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -337,6 +338,100 @@ def test_an_attribute_block_sets_the_anchor_not_the_length() -> None:
     assert scores[0] == pytest.approx(scores[1])
 
 
+def test_an_identifiers_words_apart_from_it_tell_what_a_section_is_about() -> None:
+    """A snake_case identifier's words count for the rows that hold it: of two sections that
+    mention ``honor_labels`` once, the one headed by one of its words (or saying one elsewhere
+    in its text) comes first, where without the words it comes second."""
+    for second in (
+        "## Target labels\n\nThe honor_labels option, set.\n",
+        "## Security\n\nThe honor_labels option keeps labels.\n",
+    ):
+        index = docs()
+        index.put("/a.md", "# Guide\n\n## Security\n\nThe honor_labels option, set.\n")
+        index.put("/b.md", "# Guide\n\n" + second)
+        index.put("/c.md", "# Other\n\nalpha beta gamma\n")
+        assert index.where("honor_labels")[0].startswith("/b.md#")
+        index.index.weights = dataclasses.replace(index.index.weights, identifier_word=0.0)
+        assert index.where("honor_labels")[0] == "/a.md#security"
+
+
+def test_identifier_words_join_the_identifiers_one_saturation() -> None:
+    """The words are more of the identifier's own weighted frequency, before its saturation:
+    the same words apart from it lift a row that mentions it in passing more than one whose
+    heading names it (which they cannot outrank by that alone)."""
+    index = docs()
+    index.put("/a.md", "# Doc\n\n## kiwi_tree\n\nThe kiwi_tree: a tree, a tree.\n")
+    index.put("/b.md", "# Doc\n\n## Notes\n\nThe kiwi_tree: a tree, a tree.\n")
+    index.put("/c.md", "# Other\n\nalpha beta gamma\n")
+    runs = []
+    for weight in (0.0, 1.0):
+        index.index.weights = dataclasses.replace(index.index.weights, identifier_word=weight)
+        runs.append({hit.entry.path: hit.score for hit in index.hits("kiwi_tree")})
+    plain, words = runs
+    assert words["/b.md"] - plain["/b.md"] > words["/a.md"] - plain["/a.md"] > 0
+    assert index.where("kiwi_tree")[0] == "/a.md#kiwi_tree"
+
+
+def test_identifier_words_admit_no_row() -> None:
+    """Recall is the protocol's: a section holding the words but not the identifier is no row."""
+    index = docs()
+    index.put("/a.md", "# Guide\n\n## Honor labels\n\nLabels we honor.\n")
+    index.put("/b.md", "# Guide\n\n## Scrape\n\nSee honor_labels.\n")
+    assert index.where("honor_labels") == ["/b.md#scrape"]
+
+
+def test_identifier_words_for_a_bare_row_of_an_empty_document() -> None:
+    """A document without a section still has its bare row (its title is its path's last
+    segment); the words count in its title, as any term's would."""
+    index = docs()
+    index.put("/my_doc.md", "")
+    index.put("/other.md", "# Other\n\nmy_doc here\n")
+    assert set(index.where("my_doc")) == {"/my_doc.md", "/other.md#other"}
+
+
+@pytest.mark.parametrize("plain", [4, bodyindex.REORDERED])
+def test_identifier_words_move_only_the_first_rows(plain: int) -> None:
+    """Only the first ``REORDERED`` rows are reordered (a fixed number, so a smaller limit
+    shows a prefix of a larger one): a row the words would put first stays where BM25F put
+    it when it is not among them."""
+    index = docs()
+    for n in range(plain):
+        index.put(f"/a{n}.md", "# Doc\n\n## Security\n\nThe kiwi_tree option.\n")
+    index.put("/b.md", "# Doc\n\n## Kiwi notes\n\nThe kiwi_tree option, said in many more words.\n")
+    where = index.where("kiwi_tree")
+    assert where.index("/b.md#kiwi-notes") == (0 if plain < bodyindex.REORDERED else plain)
+
+
+IDENTIFIER_TEXT = st.lists(
+    st.sampled_from(["kiwi_tree", "kiwi", "tree", "alpha", "beta", "kiwi-tree"]), max_size=12
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(IDENTIFIER_TEXT, IDENTIFIER_TEXT), min_size=1, max_size=16))
+def test_identifier_words_reorder_the_first_rows_only(
+    sections: list[tuple[list[str], list[str]]],
+) -> None:
+    """The identifier words reorder the first ``REORDERED`` rows and nothing else: those rows
+    are the same rows, the ones past them are in the same order with the same scores, and
+    scores never rise down the list (a word can only add)."""
+    index = docs()
+    for n, (heading, text) in enumerate(sections):
+        index.put(f"/d{n}.md", f"# Doc\n\n## {' '.join(heading)} x\n\n{' '.join(text)} kiwi_tree\n")
+    runs = []
+    for weight in (0.0, 1.0):
+        index.index.weights = dataclasses.replace(index.index.weights, identifier_word=weight)
+        runs.append([(hit.entry.path, hit.anchor, hit.score) for hit in index.hits("kiwi_tree")])
+    plain, words = runs
+    first = bodyindex.REORDERED
+    assert {row[:2] for row in plain[:first]} == {row[:2] for row in words[:first]}
+    assert plain[first:] == words[first:]
+    scores = [score for _, _, score in words]
+    assert scores == sorted(scores, reverse=True)
+    before = {(path, anchor): score for path, anchor, score in plain}
+    assert all(score >= before[path, anchor] for path, anchor, score in words)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.permutations(range(5)), st.lists(st.sampled_from(["pear", "plum"]), min_size=5))
 def test_ties_break_the_same_whatever_the_order_of_indexing(
@@ -490,7 +585,7 @@ def oracle(bodies: dict[str, tuple[str, dict[str, str]]], terms: Sequence[str]) 
     return rows
 
 
-WORDS = ["kiwi", "Mango", "pear", "apple", "a.b", "x"]
+WORDS = ["kiwi", "Mango", "pear", "apple", "a.b", "x", "kiwi_pear"]
 LINE = st.lists(st.sampled_from([*WORDS, "#", "##", "-", "`", "**", " "]), max_size=6).map(" ".join)
 BODY = st.lists(LINE, max_size=8).map("\n".join)
 META = st.fixed_dictionaries(
@@ -507,6 +602,9 @@ META = st.fixed_dictionaries(
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
 )
 @example({"/a.md": ("kiwi\n# `\nkiwi", {})}, "kiwi")  # the preamble and a heading of "`": anchor ""
+@example(
+    {"/a.md": ("", {"title": "kiwi_pear"})}, "kiwi_pear"
+)  # an identifier's bare row, no section
 def test_recall_is_exactly_the_rule(
     bodies: dict[str, tuple[str, dict[str, str]]], query: str
 ) -> None:

@@ -17,6 +17,7 @@ from markproto.protocol.gotext import lower as go_lower
 from markproto.server.search.text import (
     catalog_terms,
     field_words,
+    identifier_words,
     line_cut,
     loose_text,
     prose_words,
@@ -138,6 +139,37 @@ def test_query_terms_of_nothing_usable() -> None:
     assert query_terms("*") == []
     assert query_terms("a b ( )") == []
     assert query_terms("x" * 40) == []  # one run over 32 bytes: no word runs left either
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ("honor_labels", {"honor_labels": ["honor", "labels"]}),
+        (
+            "__meta_consul_tags x_sum",
+            {"__meta_consul_tags": ["meta", "consul", "tags"], "x_sum": ["sum"]},
+        ),
+        ("lru_cache cache", {"lru_cache": ["lru"]}),  # a query term is no extra word
+        ("a_b_c x_y_z_w", {}),  # single runes are no words
+        ("read-auth path.match_here __init__ plain", {}),  # the index splits these already
+        ("max_shards max_max", {"max_shards": ["max", "shards"], "max_max": ["max"]}),
+    ],
+)
+def test_identifier_words(query: str, words: dict[str, list[str]]) -> None:
+    assert identifier_words(query_terms(query)) == words
+
+
+@settings(max_examples=300)
+@given(st.lists(st.text(alphabet="ab_-.\u00e9", min_size=1, max_size=12), max_size=4))
+def test_identifier_words_are_words_of_the_terms(fields_: list[str]) -> None:
+    """Every identifier is a term of word characters, and each of its words is one of its runs
+    between underscores, a word the index could hold (2 runes or more), and not a term."""
+    terms = query_terms(" ".join(fields_))
+    for term, words in identifier_words(terms).items():
+        assert term in terms and re.fullmatch(r"\w+", term)
+        assert words and len(set(words)) == len(words)
+        for word in words:
+            assert len(word) >= 2 and word not in terms and word in term.split("_")
 
 
 def test_strip_markup_example() -> None:
