@@ -352,10 +352,15 @@ class BodyIndex:
         self.apply_batch([(entry, content_hash, analysis)], analysis.postings)
 
     def apply_batch(
-        self, docs: Sequence[tuple[Entry, str, Analysis]], runs: Sequence[Postings]
+        self,
+        docs: Sequence[tuple[Entry, str, Analysis]],
+        runs: Sequence[Postings],
+        *,
+        merge: bool = True,
     ) -> None:
         """Index the documents of one ``analyze_many`` batch (distinct paths) and its runs of
-        postings. A document indexed before is removed first."""
+        postings. A document indexed before is removed first. ``merge`` False leaves a merge
+        that is due to the caller (``merge_due``), once it no longer holds the runs."""
         for entry, _, _ in docs:
             self.remove(entry.path)
         need = sum(analysis.slots for _, _, analysis in docs)
@@ -370,6 +375,11 @@ class BodyIndex:
         self._next_slot = start
         for run in runs:
             self._postings.extend(run.terms, run.counts, run.entries, base)
+        if merge:
+            self.merge_due()
+
+    def merge_due(self) -> None:
+        """Merge the postings' tail if it has outgrown its share (``PostingLists.due``)."""
         if self._postings.due():
             self.freeze()
 
