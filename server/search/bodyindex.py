@@ -150,6 +150,8 @@ class _Doc:
     start: int
     outline: Outline
     prior: float
+    title_length: int
+    """Its field of tags and title's length (``_title_length``), for scoring bare rows."""
 
     @property
     def sections(self) -> int:
@@ -385,16 +387,18 @@ class BodyIndex:
 
     def _add(self, entry: Entry, content_hash: str, start: int, outline: Outline) -> _Doc:
         """A document's own records from ``start`` (its postings are the caller's)."""
-        doc = _Doc(entry, content_hash, start, outline, self._prior(entry))
+        terms = entry.terms
+        title = _title_length(entry, terms)
+        doc = _Doc(entry, content_hash, start, outline, self._prior(entry), title)
         self._docs[start] = doc
         self._starts.append(start)
         self._paths[entry.path] = start
-        for term in entry.terms:
+        for term in terms:
             self._holders.setdefault(term, array("I")).append(start)
         self._sections += doc.sections
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
-        self._title_length += _title_length(entry)
+        self._title_length += title
         return doc
 
     def entry(self, path: str) -> Entry | None:
@@ -426,7 +430,7 @@ class BodyIndex:
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
-        self._title_length -= _title_length(doc.entry)
+        self._title_length -= doc.title_length
 
     # -- saved and restored -----------------------------------------------------------------
 
@@ -646,7 +650,7 @@ class BodyIndex:
         out = []
         for start in bare:
             doc = self._docs[start]
-            heading = w.heading / (head_c + head_slope * _title_length(doc.entry))
+            heading = w.heading / (head_c + head_slope * doc.title_length)
             preamble = doc.outline.preamble  # text before any heading
             text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
             raw = 0.0
@@ -684,9 +688,10 @@ class BodyIndex:
             given += len(group)
 
 
-def _title_length(entry: Entry) -> int:
-    """The length of a document's field of tags and title (``text.name_length``)."""
-    return name_length((*entry.tags, entry.title), entry.terms)
+def _title_length(entry: Entry, terms: frozenset[str]) -> int:
+    """The length of a document's field of tags and title (``text.name_length``; ``terms``:
+    ``entry.terms``, made once for both)."""
+    return name_length((*entry.tags, entry.title), terms)
 
 
 def _shallow(outline: Outline) -> tuple[Any, ...]:

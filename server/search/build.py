@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from markproto.server.search import saved as saving
 from markproto.server.search.bodyindex import BodyIndex, Weights
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 __all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save", "saved_form", "write"]
 
 log = logging.getLogger("markproto.server.search.build")
+
+T = TypeVar("T")
 
 BATCH_BYTES = 512 << 10
 """Bodies analysed together (one worker task; one append per term). A batch's postings go
@@ -265,7 +267,7 @@ class _Builder:
             version = self.content.load(current)
             if version is None:
                 continue
-            batch.append(version)
+            batch.append(_shared(version, current))
             size += len(version.body)
             del version  # this frame is held while the batch is applied
             if size >= BATCH_BYTES:
@@ -309,6 +311,28 @@ class _Builder:
 def _chain(first: list[Version], rest: Iterator[list[Version]]) -> Iterator[list[Version]]:
     yield first
     yield from rest
+
+
+def _shared(doc: Version, current: CurrentVersion) -> Version:
+    """``doc`` with the snapshot's own objects where they are equal: the catalog, the body
+    index and the link index keep its metadata, times and hashes, one copy a document where
+    a build read from disk made two (about 400 bytes a document)."""
+    return Version(
+        current.path,
+        doc.number,
+        _same(doc.file, current.file),
+        _same(doc.modified, current.modified),
+        doc.archived,
+        _same(doc.meta, current.meta),
+        doc.body,
+        _same(doc.etag, current.etag),
+        _same(doc.content_hash, current.content_hash),
+    )
+
+
+def _same(mine: T, theirs: T) -> T:
+    """``theirs`` where it equals ``mine`` (the object kept already), else ``mine``."""
+    return theirs if mine == theirs else mine
 
 
 def _bare(doc: Version) -> Version:

@@ -103,6 +103,21 @@ async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int
 
 
 @pytest.mark.usefixtures("small_batches")
+async def test_the_built_indexes_keep_the_snapshots_own_metadata_and_hashes(root: Path) -> None:
+    """What a build reads from disk equals what the snapshot holds: the indexes keep the
+    snapshot's objects, one copy a document, not a second one read again."""
+    lookup, content = await built(root)
+    try:
+        for current in content.current_versions():
+            entry = lookup.catalog.get(current.path)
+            assert entry is not None
+            assert entry.meta is current.meta and entry.modified is current.modified
+            assert lookup.bodies.indexed(current.path) is current.content_hash
+    finally:
+        content.close()
+
+
+@pytest.mark.usefixtures("small_batches")
 async def test_the_build_merges_postings_with_no_batch_result_held(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
