@@ -267,6 +267,11 @@ class _Builder:
             version = self.content.load(current)
             if version is None:
                 continue
+            if batch and len(version.body) >= BATCH_BYTES // 2:
+                # a large body is analysed alone: its analysis is the build's peak, and the
+                # batch's other bodies are not held beside it
+                yield batch
+                batch, size = [], 0
             batch.append(_shared(version, current))
             size += len(version.body)
             del version  # this frame is held while the batch is applied

@@ -103,6 +103,31 @@ async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int
 
 
 @pytest.mark.usefixtures("small_batches")
+async def test_a_large_body_is_analysed_in_a_batch_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its analysis is a build's peak: no other body of the batch is held beside it."""
+    folder = tmp_path / "large"
+    folder.mkdir()
+    big = "# Big\n\n" + "papaya grove " * 40 + "\n"
+    assert len(big) >= build.BATCH_BYTES // 2
+    seed(folder, [*DOCS[:12], ("/d5/big.md", big, {}), *DOCS[12:24]])
+    batches: list[list[int]] = []
+    analyze_many = analysis.analyze_many
+
+    def recorded(bodies: list[bytes]) -> object:
+        batches.append([len(body) for body in bodies])
+        return analyze_many(bodies)
+
+    monkeypatch.setattr(analysis, "analyze_many", recorded)
+    lookup, content = await built(folder)
+    content.close()
+    assert [len(b) for b in batches if max(b) >= build.BATCH_BYTES // 2] == [1]
+    assert sum(map(len, batches)) == 25
+    assert lookup.catalog.get("/d5/big.md") is not None
+
+
+@pytest.mark.usefixtures("small_batches")
 async def test_the_built_indexes_keep_the_snapshots_own_metadata_and_hashes(root: Path) -> None:
     """What a build reads from disk equals what the snapshot holds: the indexes keep the
     snapshot's objects, one copy a document, not a second one read again."""
