@@ -32,9 +32,23 @@ class VersionFile:
     body: bytes
 
 
-def etag(data: bytes) -> str:
-    """The etag of a stored version: lowercase hex sha256 of the whole file, no prefix."""
-    return hashlib.sha256(data).hexdigest()
+def etag(data: bytes, rest: bytes = b"") -> str:
+    """The etag of a stored version: lowercase hex sha256 of the whole file (``data``, then
+    ``rest`` when it is read in two parts), no prefix."""
+    digest = hashlib.sha256(data)
+    if rest:
+        digest.update(rest)
+    return digest.hexdigest()
+
+
+def body_start(head: bytes) -> int:
+    """Where the body of a version file that begins with ``head`` starts, as `read_version`
+    reads it: after the store frontmatter, or at 0 when the file has none; -1 when ``head``
+    ends before its frontmatter does."""
+    if not head.startswith(_OPEN):
+        return 0
+    close = head.find(_CLOSE, len(_OPEN) - 1)
+    return -1 if close < 0 else close + len(_CLOSE)
 
 
 def hash_ref(data: bytes) -> str:

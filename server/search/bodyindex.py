@@ -158,6 +158,8 @@ class _Doc:
     start: int
     outline: Outline
     prior: float
+    title_length: int
+    """Its field of tags and title's length (``_title_length``), for scoring bare rows."""
 
     @property
     def sections(self) -> int:
@@ -360,10 +362,15 @@ class BodyIndex:
         self.apply_batch([(entry, content_hash, analysis)], analysis.postings)
 
     def apply_batch(
-        self, docs: Sequence[tuple[Entry, str, Analysis]], runs: Sequence[Postings]
+        self,
+        docs: Sequence[tuple[Entry, str, Analysis]],
+        runs: Sequence[Postings],
+        *,
+        merge: bool = True,
     ) -> None:
         """Index the documents of one ``analyze_many`` batch (distinct paths) and its runs of
-        postings. A document indexed before is removed first."""
+        postings. A document indexed before is removed first. ``merge`` False leaves a merge
+        that is due to the caller (``merge_due``), once it no longer holds the runs."""
         for entry, _, _ in docs:
             self.remove(entry.path)
         need = sum(analysis.slots for _, _, analysis in docs)
@@ -378,21 +385,28 @@ class BodyIndex:
         self._next_slot = start
         for run in runs:
             self._postings.extend(run.terms, run.counts, run.entries, base)
+        if merge:
+            self.merge_due()
+
+    def merge_due(self) -> None:
+        """Merge the postings' tail if it has outgrown its share (``PostingLists.due``)."""
         if self._postings.due():
             self.freeze()
 
     def _add(self, entry: Entry, content_hash: str, start: int, outline: Outline) -> _Doc:
         """A document's own records from ``start`` (its postings are the caller's)."""
-        doc = _Doc(entry, content_hash, start, outline, self._prior(entry))
+        terms = entry.terms
+        title = _title_length(entry, terms)
+        doc = _Doc(entry, content_hash, start, outline, self._prior(entry), title)
         self._docs[start] = doc
         self._starts.append(start)
         self._paths[entry.path] = start
-        for term in entry.terms:
+        for term in terms:
             self._holders.setdefault(term, array("I")).append(start)
         self._sections += doc.sections
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
-        self._title_length += _title_length(entry)
+        self._title_length += title
         return doc
 
     def entry(self, path: str) -> Entry | None:
@@ -424,7 +438,7 @@ class BodyIndex:
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
-        self._title_length -= _title_length(doc.entry)
+        self._title_length -= doc.title_length
 
     # -- saved and restored -----------------------------------------------------------------
 
@@ -648,7 +662,7 @@ class BodyIndex:
         out = []
         for start in bare:
             doc = self._docs[start]
-            heading = w.heading / (head_c + head_slope * _title_length(doc.entry))
+            heading = w.heading / (head_c + head_slope * doc.title_length)
             preamble = doc.outline.preamble  # text before any heading
             text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
             raw = 0.0
@@ -688,7 +702,7 @@ class BodyIndex:
             doc, section = hit.doc, hit.section
             titled = doc.entry.terms
             if section < 0:  # a bare row: its title is its heading, its preamble its text
-                heading = w.heading / (title_c + title_slope * _title_length(doc.entry))
+                heading = w.heading / (title_c + title_slope * doc.title_length)
                 preamble = doc.outline.preamble
                 text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
             else:
@@ -758,9 +772,10 @@ def _frequency(
     return text * (flag & TF_MAX) + (trail if flag & IN_TRAIL or titled else 0.0)
 
 
-def _title_length(entry: Entry) -> int:
-    """The length of a document's field of tags and title (``text.name_length``)."""
-    return name_length((*entry.tags, entry.title), entry.terms)
+def _title_length(entry: Entry, terms: frozenset[str]) -> int:
+    """The length of a document's field of tags and title (``text.name_length``; ``terms``:
+    ``entry.terms``, made once for both)."""
+    return name_length((*entry.tags, entry.title), terms)
 
 
 def _shallow(outline: Outline) -> tuple[Any, ...]:

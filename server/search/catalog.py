@@ -57,14 +57,19 @@ class Entry:
     modified: datetime
     meta: dict[str, str]
     """Persisted publisher metadata plus the frontmatter fallbacks; filters compare against it."""
-    terms: frozenset[str]
-    """Body-match words of the tags and the title (SPEC §5.7)."""
     demote: float
     """0.5 under a ``journal`` path segment, else 1."""
     title_key: str
     """The title lower-cased per rune, for substring matching."""
     tag_keys: frozenset[str]
     """The tags case-folded, for ``EqualFold`` matching."""
+
+    @property
+    def terms(self) -> frozenset[str]:
+        """Body-match words of the tags and the title (SPEC §5.7). Made when asked (the body
+        index asks as it adds and removes the entry): kept, a set and its words were about
+        500 bytes an entry, a twentieth of a FastAPI page's bodies."""
+        return frozenset(word_set((*self.tags, self.title)))
 
     @classmethod
     def build(
@@ -102,7 +107,6 @@ class Entry:
             importance=importance,
             modified=modified,
             meta=meta,
-            terms=frozenset(word_set((*tags, title))) or _NONE,
             demote=_JOURNAL_DEMOTE if "journal" in path.split("/") else 1.0,
             title_key=title if title_key == title else title_key,
             tag_keys=frozenset(fold(tag) for tag in tags) if tags else _NONE,

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from markproto.protocol import status
@@ -156,6 +157,10 @@ class Lookup:
     def put(self, doc: Version) -> None:
         """Index ``doc`` inline."""
         self.settle(self.prepare(doc.path, doc))
+
+    def stage(self, doc: Version) -> Callable[[], None]:
+        """``content.Index.stage``: ``doc``'s analysis, and its settling to call later."""
+        return partial(self.settle, self.prepare(doc.path, doc))
 
     def remove(self, path: str) -> None:
         self.settle(Change(path, None, None))

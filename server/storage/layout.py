@@ -141,7 +141,7 @@ class Layout:
             return None
         with folder:
             try:
-                data, _ = folder.read(ARCHIVE_FILE, _FLAG_BYTES)
+                data, _, _ = folder.read(ARCHIVE_FILE, _FLAG_BYTES)
             except OSError:
                 return None
         return data.strip() != b"false"

@@ -36,6 +36,9 @@ _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LINKED = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})
 """What opening through ``O_NOFOLLOW`` answers for a link (ENOTDIR: not a folder at all)."""
 REFUSALS_LOGGED = 1000
+CUT_HEAD = 64 << 10
+"""A file read in two parts (`Root.read` with ``cut``) is first read this far to find the cut:
+a smaller one is read whole (its slice is a small copy)."""
 """Distinct refused names logged; past this the rest are refused silently (one line says so)."""
 
 
@@ -123,16 +126,21 @@ class Root:
         """The folders this thread holds open by path (`holding`), or None when it holds none."""
         return self._held if self._holder == threading.get_ident() else None
 
-    def read(self, file: str, limit: int) -> tuple[bytes, os.stat_result]:
+    def read(
+        self, file: str, limit: int, cut: Callable[[bytes], int] | None = None
+    ) -> tuple[bytes, bytes, os.stat_result]:
         """The bytes of the regular file ``file`` (relative to the root), at most ``limit`` + 1
-        of them so an oversized one is known as such; OSError if it is missing, a link or not a
-        regular file."""
+        of them so an oversized one is known as such, in two parts: all of them and ``b""``, or,
+        for a file longer than ``CUT_HEAD`` where ``cut`` of its first ``CUT_HEAD`` bytes says
+        where its rest starts (not -1), those up to there and the rest, read into a bytes object
+        of its own (a version's body is then held once, not as the file and its slice). OSError
+        if it is missing, a link or not a regular file."""
         *parts, name = file.split("/")
         folder = self.folder(parts)
         if folder is None:
             raise FileNotFoundError(errno.ENOENT, "no such folder", file)
         with folder:
-            return folder.read(name, limit)
+            return folder.read(name, limit, cut)
 
     def refuse(self, name: str, why: str) -> None:
         """Log, once per ``name`` (relative to the root), why it is not used."""
@@ -220,7 +228,9 @@ class Folder:
         folder.owned = False
         return folder
 
-    def read(self, name: str, limit: int) -> tuple[bytes, os.stat_result]:
+    def read(
+        self, name: str, limit: int, cut: Callable[[bytes], int] | None = None
+    ) -> tuple[bytes, bytes, os.stat_result]:
         """The regular file ``name`` (see `Root.read`)."""
         try:
             fd = os.open(name, _FILE, dir_fd=self.fd)
@@ -232,12 +242,15 @@ class Folder:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(errno.EINVAL, "not a regular file", self.name(name))
-            chunks = []
-            left = limit + 1
-            while left > 0 and (chunk := os.read(fd, min(left, max(st.st_size, 65536)))):
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks), st
+            if cut is None or st.st_size <= CUT_HEAD:
+                return _read_all(fd, limit + 1, st.st_size), b"", st
+            head = _read_all(fd, min(limit + 1, CUT_HEAD), CUT_HEAD)
+            at = cut(head) if len(head) == CUT_HEAD else -1
+            if not 0 <= at <= len(head):
+                rest = _read_all(fd, limit + 1 - len(head), st.st_size - len(head))
+                return (head + rest if rest else head), b"", st
+            os.lseek(fd, at, os.SEEK_SET)
+            return head[:at], _read_all(fd, limit + 1 - at, st.st_size - at), st
         finally:
             os.close(fd)
 
@@ -301,3 +314,15 @@ class Folder:
 def same_file(a: os.stat_result | None, b: os.stat_result | None) -> bool:
     """Both exist and are one file (hard links of each other)."""
     return a is not None and b is not None and (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
+
+def _read_all(fd: int, limit: int, size: int) -> bytes:
+    """Up to ``limit`` bytes from ``fd``'s offset to its end (``size`` of them expected: one
+    read of them and one that finds the end, sized so it allocates nothing large)."""
+    chunks = []
+    want = max(size, 0)
+    while limit > 0 and (chunk := os.read(fd, min(limit, max(want, 65536)))):
+        chunks.append(chunk)
+        limit -= len(chunk)
+        want = 0
+    return b"".join(chunks)

@@ -216,26 +216,40 @@ class Store:
         else:
             file = self.layout.version_file(path, number, pointer.legacy)
         try:
-            data, st = self._read(file)
+            head, rest, st = self._read(file)
         except OSError:
             return None
-        return self._version(path, number or pointer.number, file, data, st, current=number is None)
+        return self._version(
+            path, number or pointer.number, file, head, rest, st, current=number is None
+        )
 
     def load_file(self, path: str, number: int, file: str) -> Version | None:
         """One known version file of ``path`` (its in-file archived line, no flag lookup)."""
         try:
-            data, st = self._read(file)
+            head, rest, st = self._read(file)
         except OSError:
             return None
-        return self._version(path, number, file, data, st, current=False)
+        return self._version(path, number, file, head, rest, st, current=False)
 
     def _version(
-        self, path: str, number: int, file: str, data: bytes, st: os.stat_result, *, current: bool
+        self,
+        path: str,
+        number: int,
+        file: str,
+        head: bytes,
+        rest: bytes,
+        st: os.stat_result,
+        *,
+        current: bool,
     ) -> Version:
+        """The version a file read as ``head`` and ``rest`` (`_read`) holds."""
         try:
-            parsed, notes = storefmt.read_version(data, number)
+            if len(head) + len(rest) > STORED_FILE_MAX:
+                raise StoreFormatError("version file exceeds size limit")
+            parsed, notes = storefmt.read_version(head, number)
         except StoreFormatError as exc:
             raise Corrupt(f"{path}: {file}: {exc}") from exc
+        body = rest or parsed.body  # ``head`` ends with the frontmatter when there is a rest
         if notes and file not in self._noted:
             self._noted.add(file)
             log.warning("%s v%d (%s): %s", path, number, file, "; ".join(notes))
@@ -250,9 +264,9 @@ class Store:
             modified=modified_of(st),
             archived=archived,
             meta=parsed.meta,
-            body=parsed.body,
-            etag=storefmt.etag(data),
-            content_hash=storefmt.content_hash(parsed.body),
+            body=body,
+            etag=storefmt.etag(head, rest),
+            content_hash=storefmt.content_hash(body),
         )
 
     def history(self, path: str) -> History | None:
@@ -273,10 +287,14 @@ class Store:
     def chain_valid(self, history: History) -> bool:
         """Verify the hash chain over a history's (ascending, surviving) version files."""
         numbers = [entry.version for entry in history.entries]
-        return storefmt.chain_valid([self._read(file)[0] for file in history.files], numbers)
+        files = [self.root.read(file, STORED_FILE_MAX)[0] for file in history.files]
+        return storefmt.chain_valid(files, numbers)
 
-    def _read(self, file: str) -> tuple[bytes, os.stat_result]:
-        return self.root.read(file, STORED_FILE_MAX)
+    def _read(self, file: str) -> tuple[bytes, bytes, os.stat_result]:
+        """A version file as its frontmatter and its body, a large body read into its own
+        bytes object (sliced from the file's, it was held twice: the release notes' 703 KB
+        beside a startup build's batch were its peak)."""
+        return self.root.read(file, STORED_FILE_MAX, storefmt.body_start)
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -508,7 +526,7 @@ class Store:
         if refused.reason != status.not_versioned(path):
             return False
         try:
-            data, _ = self.root.read(path.lstrip("/"), MAX_BODY)
+            data, _, _ = self.root.read(path.lstrip("/"), MAX_BODY)
         except OSError:
             return False
         return data == body

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -35,6 +36,23 @@ def test_entry_from_publisher_metadata() -> None:
     e = entry("/docs/auth.md", {"tags": "go,auth", "importance": "0.8", "title": " Auth "}, "# H")
     assert (e.title, e.tags, e.importance, e.demote) == ("Auth", ("go", "auth"), 0.8, 1.0)
     assert e.terms == {"auth", "go"}
+
+
+def test_an_entry_keeps_the_metadata_given_and_no_word_set() -> None:
+    """An entry holds the metadata it was given (the snapshot's dict, not a copy) and, of its
+    own, little beside its title: the words of its tags and title are made when asked (kept,
+    a set and its words were about 800 bytes of an entry's 1,000)."""
+    metas = [{"title": f"Query Parameters and String Validations {n}"} for n in range(300)]
+    entry("/warm.md", metas[0])
+    tracemalloc.start()
+    try:
+        kept = [entry(f"/docs/n{n}.md", meta) for n, meta in enumerate(metas)]
+        size = tracemalloc.get_traced_memory()[0] / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert all(e.meta is meta for e, meta in zip(kept, metas, strict=True))
+    assert kept[7].terms == {"query", "parameters", "and", "string", "validations"}
+    assert size < 320  # 1,015 bytes when the entry kept its words
 
 
 @pytest.mark.parametrize(

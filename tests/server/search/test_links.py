@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+import tracemalloc
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import metadata, storefmt
+from markproto.protocol.linkkinds import AUTOLINK, INLINE, REFERENCE, Link
 from markproto.server.search.links import (
     EXTERNAL,
     INTERNAL,
@@ -24,6 +26,9 @@ from markproto.server.search.links import (
     OK,
     Edge,
     LinkIndex,
+    links_of,
+    pack,
+    unpack,
 )
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
@@ -290,3 +295,28 @@ def test_memory_is_counted_per_link() -> None:
     index = index_of(DOCS)
     links = sum(len(index.outbound(path)) for path in index.paths())
     assert 0 < index.memory() / links < 1000
+
+
+def test_a_long_packed_record_is_read_back_a_piece_at_a_time() -> None:
+    """Links unpacked across the inflater's pieces are those packed, and reading them holds a
+    piece at a time, not the whole record (the release notes' 500 KB of records inflated
+    whole peaked at 1.9 MB)."""
+    found = [
+        Link(n, f"section-{n // 50}", f"https://example.com/{n}/é{'x' * (n % 97)}", f"{n} ✓", kind)
+        for n in range(1, 20_001)
+        for kind in [(INLINE, REFERENCE, AUTOLINK)[n % 3]]
+    ]
+    packed, count = pack(found)
+    assert count == len(found)
+    tracemalloc.start()
+    try:
+        back = 0
+        for mine, theirs in zip(links_of(packed), found, strict=True):
+            assert mine == theirs
+            back += 1
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert back == len(found)
+    assert unpack(packed, 9_990, 10_010) == found[9_990:10_010]
+    assert peak < 300_000  # the records are about 2 MB

@@ -5,7 +5,8 @@ included, sees every write that was answered."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -87,12 +88,12 @@ async def test_catching_up_gives_way_to_writes_and_a_lookup_still_sees_all(
     content, lookup = served
     await burst(content)
     applied: list[str] = []
-    real = lookup.put
+    real = lookup.stage
     writes: list[asyncio.Task[object]] = []
 
     during: list[str] = []
 
-    def slow(version: Version) -> None:
+    def slow(version: Version) -> Callable[[], None]:
         applied.append(version.path)
         if any(not write.done() for write in writes):
             during.append(version.path)
@@ -103,10 +104,10 @@ async def test_catching_up_gives_way_to_writes_and_a_lookup_still_sees_all(
                     for n in range(BURST)
                 )
             )
-        real(version)
+        return real(version)
 
     loop = asyncio.get_running_loop()
-    monkeypatch.setattr(lookup, "put", slow)
+    monkeypatch.setattr(lookup, "stage", slow)
     for _ in range(100):
         if writes:
             break
@@ -137,6 +138,47 @@ async def test_a_large_lone_write_is_indexed_off_the_loop_and_lookup_still_sees_
         Dispatcher(Context(content, lookup)), "LOOKUP", "/", query="kumquat", match="body"
     )
     assert [row.path for row in bodies.parse_lookup(found.body)] == ["/big.md"]
+
+
+class _Measured:
+    """An index that records the traced bytes when it is staged and when it is settled."""
+
+    def __init__(self) -> None:
+        self.traced: list[int] = []
+        self.settled = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def stage(self, doc: Version) -> Callable[[], None]:
+        assert doc.body
+        self.traced.append(tracemalloc.get_traced_memory()[0])
+
+        def settle() -> None:
+            self.traced.append(tracemalloc.get_traced_memory()[0])
+            self.loop.call_soon_threadsafe(self.settled.set)
+
+        return settle
+
+    def remove(self, path: str) -> None:
+        pass
+
+
+async def test_a_large_body_is_freed_before_the_indexes_take_its_analysis(
+    tmp_path: Path,
+) -> None:
+    """The backlog reads a large body again for its analysis alone: once staged, nothing
+    holds it while the indexes are changed (their merges and link keys peak then)."""
+    index = _Measured()
+    content = Content.open(tmp_path, [index])
+    big = b"# Big\n\n" + b"kumquat orchard rows\n" * 40_000
+    tracemalloc.start()
+    try:
+        await content.publish("/big.md", big, {}, 0)
+        await asyncio.wait_for(index.settled.wait(), 30)
+    finally:
+        tracemalloc.stop()
+        content.close()
+    staged, settled = index.traced
+    assert settled < staged - len(big) * 0.9
 
 
 async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:

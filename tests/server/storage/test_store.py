@@ -7,6 +7,7 @@ import logging
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from markproto import durable
 from markproto.protocol import storefmt
 from markproto.server.storage.layout import ARCHIVE_FILE
 from markproto.server.storage.recovery import recover
+from markproto.server.storage.rooted import CUT_HEAD
 from markproto.server.storage.store import (
     Archived,
     Collision,
@@ -348,3 +350,47 @@ def test_the_walk_stops_where_no_document_may_be(
         assert [p for k, p in store.layout.walk() if k == "doc"] == docs
     too_deep = [r.getMessage() for r in caplog.records if "deeper than 32" in r.getMessage()]
     assert len(too_deep) == 1 and "/".join(["d33"] * 32) in too_deep[0]
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["frontmatter", "no frontmatter", "frontmatter past the head", "close across the head"],
+)
+@pytest.mark.parametrize("size", [CUT_HEAD - 200, CUT_HEAD + 1, 3 * CUT_HEAD])
+def test_a_version_file_read_in_two_parts_is_the_file_read_whole(
+    store: Store, tmp_path: Path, shape: str, size: int
+) -> None:
+    """A large version file is read as its frontmatter and its body apart (the body held once,
+    not as the file and its slice): what it gives is what parsing the whole file gives, for
+    any place the frontmatter's close falls."""
+    body = b"# Big\n\n" + b"x" * size
+    data = storefmt.emit_version(1, None, {"title": "Big"}, body)
+    if shape == "no frontmatter":
+        data = body
+    elif shape == "frontmatter past the head":  # liberal reading: a note line, then the close
+        data = b"---\nversion: 1\n" + b"#" * CUT_HEAD + b"\n---\n" + body
+    elif shape == "close across the head":
+        pad = CUT_HEAD - len(b"---\nversion: 1\n") - 2
+        data = b"---\nversion: 1\n" + b"#" * pad + b"\n---\n" + body
+    (tmp_path / "versions").mkdir()
+    (tmp_path / "versions/big.md.v1").write_bytes(data)
+    os.symlink("versions/big.md.v1", tmp_path / "big.md")
+    loaded = store.load("/big.md")
+    parsed, _ = storefmt.read_version(data, 1)
+    assert loaded is not None
+    assert (loaded.body, loaded.meta) == (parsed.body, parsed.meta)
+    assert loaded.etag == storefmt.etag(data)
+    assert loaded.content_hash == storefmt.content_hash(parsed.body)
+
+
+def test_loading_a_large_version_holds_its_body_about_once(store: Store) -> None:
+    body = b"# Big\n\n" + b"kumquat orchard rows\n" * 45_000
+    written(store.publish("/big.md", body, {}, expected=0))
+    tracemalloc.start()
+    try:
+        loaded = store.load("/big.md")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert loaded is not None and loaded.body == body
+    assert peak < 1.3 * len(body)  # the file and its body slice were 2x
