@@ -138,7 +138,9 @@ class Outline:
             return ""
         at = bisect_left(self.suffixed, section)
         found = at < len(self.suffixed) and self.suffixed[at] == section
-        from markproto.protocol import mdoutline
+        # the module itself, not a name from it: a from-import of a package's module runs
+        # importlib's Python code at every call, this one is a lookup in sys.modules
+        import markproto.protocol.mdoutline as mdoutline
 
         return mdoutline.anchor(self.heading(section), self.suffixes[at] if found else 0)
 

@@ -30,6 +30,7 @@ import gc
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -405,8 +406,12 @@ def main() -> None:
         f" {os.getloadavg()[0]:.2f} at the start."
     )
     say()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.root or Path(tmp)
+    # the root's thousands of files in folders of their own (perfkit.scratch), away from where
+    # the machine's other work deletes files, as the import bench's
+    scratch = None if args.root else perfkit.scratch("bench-lookup-")
+    root = args.root or scratch
+    assert root is not None
+    try:
         if not any(root.iterdir()):
             seed(root, [(path, body, {}) for path, body in docs])
         lookup, content = startup(say, root, mb)
@@ -414,6 +419,9 @@ def main() -> None:
             latency(say, lookup, content, docs)
         finally:
             content.close()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     memory(say, docs, args.copies, args.baseline)
     say("Transient peak of analysing one document, as a multiple of its size (tracemalloc):")
     say()
