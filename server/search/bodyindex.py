@@ -226,6 +226,14 @@ class Hit:
     def heading(self) -> str:
         return self.doc.outline.heading(self.section) if self.section >= 0 else ""
 
+    def names(self) -> tuple[str, str]:
+        """Its anchor and heading text, the heading read once (a slice summed: about as dear
+        as the anchor's slug)."""
+        if self.section < 0:
+            return "", ""
+        heading = self.doc.outline.heading(self.section)
+        return self.doc.outline.anchor(self.section, heading), heading
+
     def snippet(self, body: bytes, terms: Sequence[str], rarity: Sequence[float] = ()) -> str:
         """This row's snippet, cut again from the body it was indexed from."""
         if self.section < 0:
