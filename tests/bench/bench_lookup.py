@@ -385,7 +385,9 @@ load average above): compare the rows of one run, not runs.
 - **Latency**: matching is set algebra on the postings (the rarest term first, the others probed
   by bisection or intersected in C); only the rows shown get a snippet, and only the lines that
   can win are stripped (a line's text with the in-line rules alone bounds the terms its stripped
-  form can hold).
+  form can hold, and it is made a growing piece of lines at a time, so a winner among the first
+  lines leaves the rest alone). "LOOKUP: latency by instruction counts" below says where a
+  query's instructions go.
 """
 
 
