@@ -133,14 +133,18 @@ class Outline:
             start : start + self.heading_sizes[section]
         ]
 
-    def anchor(self, section: int) -> str:
+    def anchor(self, section: int, heading: str | None = None) -> str:
+        """The section's anchor (``heading``: its heading text, when the caller has it)."""
         if section == 0 and self.preamble:
             return ""
         at = bisect_left(self.suffixed, section)
         found = at < len(self.suffixed) and self.suffixed[at] == section
-        from markproto.protocol import mdoutline
+        # the module itself, not a name from it: a from-import of a package's module runs
+        # importlib's Python code at every call, this one is a lookup in sys.modules
+        import markproto.protocol.mdoutline as mdoutline
 
-        return mdoutline.anchor(self.heading(section), self.suffixes[at] if found else 0)
+        text = self.heading(section) if heading is None else heading
+        return mdoutline.anchor(text, self.suffixes[at] if found else 0)
 
     def span(self, section: int) -> tuple[int, int]:
         """Where the section's own text starts and ends in the body."""

@@ -28,7 +28,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain, compress, islice, repeat
-from operator import and_, eq, lshift, mul, rshift
+from operator import and_, contains, eq, lshift, mul, rshift
 from typing import Any
 
 from markproto.protocol.gotext import lower
@@ -93,20 +93,28 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     Stripping is line by line, so only the lines that can win are stripped: each line's
     ``loose_text`` bounds its terms from above. The first line holding every term wins outright
     (most often there is one); else lines are tried best bound first until no bound left can
-    beat what was found. Lines are found with ``str.find`` over the whole loose text (in C),
-    and only a line that can win is cut out of the raw text: neither text is split whole.
+    beat what was found. Lines are found with ``str.find`` over the loose text (in C), and only
+    a line that can win is cut out of the raw text. The loose text is made a piece of whole
+    lines at a time (its rules never cross a line), growing, so a winner among the first lines
+    leaves the rest of a long section alone (where the first phase wins, the line ends at a
+    third of the text, by bytes, over the FastAPI questions' rows).
     """
     weights = list(rarity) or [1.0] * len(terms)
-    text = loose_text(raw)
     rarest = terms[weights.index(max(weights))]
-    at = text.find(rarest)
-    while at >= 0:  # the lines holding the rarest term, found in C, in order
-        start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
-        if all(map(text[start : end if end >= 0 else len(text)].__contains__, terms)):
-            stripped = _stripped_line(raw, text, start)
-            if all(map(lower(stripped).__contains__, terms)):
-                return _cut(stripped)
-        at = text.find(rarest, end) if end >= 0 else -1
+    texts = []
+    begin, size = 0, _PIECE
+    while True:
+        end = raw.find("\n", begin + size) if begin + size < len(raw) else -1
+        piece = raw[begin:end] if end >= 0 else raw[begin:]
+        text = loose_text(piece)
+        won = _first_holding(piece, text, terms, rarest)
+        if won is not None:
+            return _cut(won)
+        texts.append(text)
+        if end < 0:
+            break
+        begin, size = end + 1, size * 4
+    text = "\n".join(texts) if len(texts) > 1 else text
     # (distinct terms, then rarity) as one number: each term found adds more than all rarity
     big = sum(weights) + 1.0
     values = [big + weight for weight in weights]
@@ -129,6 +137,26 @@ def snippet(raw: str, terms: Sequence[str], rarity: Sequence[float] = ()) -> str
     if not best_key:
         best = next(filter(None, map(strip_line, raw.split("\n"))), "")
     return _cut(best)
+
+
+_PIECE = 128
+"""Characters of raw text the first piece of loose text is made of, each next one four times
+more (callgrind over the FastAPI questions' rows: 59.8 M in one piece, 55.0 M from 512, 52.4 M
+from 128; growing twice as fast or from 32 or 64 did worse)."""
+
+
+def _first_holding(raw: str, text: str, terms: Sequence[str], rarest: str) -> str | None:
+    """The stripped form of the first line of ``raw`` (``text`` its loose text) holding every
+    term, if one does."""
+    at = text.find(rarest)
+    while at >= 0:  # the lines holding the rarest term, found in C, in order
+        start, end = text.rfind("\n", 0, at) + 1, text.find("\n", at)
+        if all(map(text[start : end if end >= 0 else len(text)].__contains__, terms)):
+            stripped = _stripped_line(raw, text, start)
+            if all(map(lower(stripped).__contains__, terms)):
+                return stripped
+        at = text.find(rarest, end) if end >= 0 else -1
+    return None
 
 
 def _stripped_line(raw: str, text: str, start: int) -> str:
@@ -207,6 +235,14 @@ class Hit:
     @property
     def heading(self) -> str:
         return self.doc.outline.heading(self.section) if self.section >= 0 else ""
+
+    def names(self) -> tuple[str, str]:
+        """Its anchor and heading text, the heading read once (a slice summed: about as dear
+        as the anchor's slug)."""
+        if self.section < 0:
+            return "", ""
+        heading = self.doc.outline.heading(self.section)
+        return self.doc.outline.anchor(self.section, heading), heading
 
     def snippet(self, body: bytes, terms: Sequence[str], rarity: Sequence[float] = ()) -> str:
         """This row's snippet, cut again from the body it was indexed from."""
@@ -290,11 +326,11 @@ class _Kept:
 def _gather(entries: array[int], slots: list[int]) -> list[int]:
     """The flags of each of the ascending ``slots`` in ``entries`` (0 where absent), each
     bisected for in C."""
-    size = len(entries)
-    padded = entries + _PAST  # where a slot past every entry lands: no slot is 0 there
+    last = len(entries) - 1
     keys = map(lshift, slots, repeat(FLAG_BITS))
-    at = map(bisect_left, repeat(padded), keys, repeat(0), repeat(size))
-    got = list(map(padded.__getitem__, at))
+    # searched below the last entry: a slot past every entry lands there (not its own slot)
+    at = map(bisect_left, repeat(entries), keys, repeat(0), repeat(last))
+    got = list(map(entries.__getitem__, at))
     present = map(eq, map(rshift, got, repeat(FLAG_BITS)), slots)
     return list(map(mul, map(and_, got, repeat(_FLAGS)), present))
 
@@ -307,12 +343,14 @@ def _aligned(found: _Kept | dict[int, int], slots: list[int], keys: set[int]) ->
     return found.aligned(slots, keys)
 
 
-_PAST = array("I", (0,))
-_ALIGN = 8
+_ALIGN = 16
 """Bisecting for a slot costs about this many entries passed."""
 _NOBODY = array("I")
-_PROBE = 16
-"""Bisection beats a pass over a postings list this many times the keys' number."""
+_PROBE = 8
+"""Bisection beats a pass over a postings list this many times the keys' number. Both by
+instruction counts (callgrind, the 50 FastAPI questions over x20): matching took 73.3 M with
+``_ALIGN`` 8 and ``_PROBE`` 16, 70.8 M with 16 and 16, 68.0 M with 16 and 8 (``_ALIGN`` 12 or
+24, ``_PROBE`` 4, 6, 12, 24 or 32 did worse)."""
 
 
 class BodyIndex:
@@ -326,8 +364,11 @@ class BodyIndex:
         """Term -> first slots of the documents whose tags or title hold it, ascending."""
         self._docs: dict[int, _Doc] = {}
         """First slot -> document."""
-        self._starts = array("I")
-        """First slots of the live documents, ascending."""
+        self._starts: list[int] = []
+        """First slots of the live documents, ascending: the very int objects that key
+        ``_docs``, so 4 bytes a document more than an array, whose bisection (a candidate's
+        document, found while matching and scoring) made an int object at every step: 2.6% of
+        a query's instructions (callgrind, FastAPI x20)."""
         self._paths: dict[str, int] = {}
         self._next_slot = 0
         self._sections = 0
@@ -471,7 +512,7 @@ class BodyIndex:
 
     def _compact(self) -> None:
         """Renumber the live slots from 0, in order (rare: only when slots run out)."""
-        old = list(self._starts)
+        old = self._starts
         moves = array("I")
         start = 0
         for first in old:
@@ -487,7 +528,7 @@ class BodyIndex:
             docs[doc.start] = doc
             self._paths[doc.entry.path] = doc.start
         self._docs = docs
-        self._starts = array("I", docs)
+        self._starts = list(docs)
         self._next_slot = start
 
     # -- queries ----------------------------------------------------------------------------------
@@ -608,6 +649,7 @@ class BodyIndex:
         # tags or title hold it (the trail's root)
         plain = [(weight, found, 0.0) for weight, found in zip(scale, flags, strict=True)]
         titled = set().union(*holders)
+        variants: dict[tuple[bool, ...], list[tuple[float, Sequence[int], float]]] = {}
         starts, docs = self._starts, self._docs
         in_heading, tf_max = IN_HEADING, TF_MAX
         out: list[tuple[float, int, int]] = []
@@ -626,11 +668,14 @@ class BodyIndex:
                     continue
                 heads, prior = outline.heads, -doc.prior
                 terms = plain
-                if start in titled:
-                    terms = [
-                        (weight, found, trail if start in held else 0.0)
-                        for weight, found, held in zip(scale, flags, holders, strict=True)
-                    ]
+                if start in titled:  # the terms its tags or title hold, as one key
+                    held = tuple(map(contains, holders, repeat(start)))
+                    terms = variants.get(held, [])
+                    if not terms:
+                        terms = variants[held] = [
+                            (weight, found, trail if h else 0.0)
+                            for (weight, found, _), h in zip(plain, held, strict=True)
+                        ]
             elif skip:
                 continue
             section = key - start

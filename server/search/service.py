@@ -258,6 +258,6 @@ def _body_row(
     if doc is not None and doc.content_hash == hit.content_hash:  # the spans fit this body
         text = hit.snippet(doc.body, terms, rarity)
     # a section without heading text (the preamble) is titled by its document alone
-    heading = hit.heading
+    anchor, heading = hit.names()
     title = entry.title + _HEADING_SEPARATOR + heading if heading else entry.title
-    return LookupRow(entry.path, hit.anchor, entry.importance, title, entry.tags, text)
+    return LookupRow(entry.path, anchor, entry.importance, title, entry.tags, text)

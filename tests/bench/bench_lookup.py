@@ -30,6 +30,7 @@ import gc
 import json
 import os
 import resource
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -384,7 +385,9 @@ load average above): compare the rows of one run, not runs.
 - **Latency**: matching is set algebra on the postings (the rarest term first, the others probed
   by bisection or intersected in C); only the rows shown get a snippet, and only the lines that
   can win are stripped (a line's text with the in-line rules alone bounds the terms its stripped
-  form can hold).
+  form can hold, and it is made a growing piece of lines at a time, so a winner among the first
+  lines leaves the rest alone). "LOOKUP: latency by instruction counts" below says where a
+  query's instructions go.
 """
 
 
@@ -405,8 +408,12 @@ def main() -> None:
         f" {os.getloadavg()[0]:.2f} at the start."
     )
     say()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = args.root or Path(tmp)
+    # the root's thousands of files in folders of their own (perfkit.scratch), away from where
+    # the machine's other work deletes files, as the import bench's
+    scratch = None if args.root else perfkit.scratch("bench-lookup-")
+    root = args.root or scratch
+    assert root is not None
+    try:
         if not any(root.iterdir()):
             seed(root, [(path, body, {}) for path, body in docs])
         lookup, content = startup(say, root, mb)
@@ -414,6 +421,9 @@ def main() -> None:
             latency(say, lookup, content, docs)
         finally:
             content.close()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     memory(say, docs, args.copies, args.baseline)
     say("Transient peak of analysing one document, as a multiple of its size (tracemalloc):")
     say()

@@ -527,6 +527,21 @@ def test_snippet_is_the_literal_rule(raw: str, terms: list[str]) -> None:
     assert snippet(raw, terms, rarity) == oracle_snippet(raw, terms, rarity)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    SNIPPET_TEXT,
+    st.lists(st.sampled_from(["kiwi", "pear", "ki.wi", "wi", "ar"]), min_size=1, max_size=3),
+    st.sampled_from([1, 5, 1 << 30]),
+)
+def test_snippet_is_the_rule_whatever_the_pieces(raw: str, terms: list[str], piece: int) -> None:
+    """The loose text is made a piece of lines at a time: a line a piece, a few, or one piece
+    for the whole text give the rule's snippet alike."""
+    terms = list(dict.fromkeys(terms))
+    rarity = [float(len(term) % 3) for term in terms]
+    with mock.patch.object(bodyindex, "_PIECE", piece):
+        assert snippet(raw, terms, rarity) == oracle_snippet(raw, terms, rarity)
+
+
 # --- removal -----------------------------------------------------------------------------------
 
 
