@@ -34,10 +34,6 @@ from markproto.protocol import paths
 from markproto.protocol.chars import has_control
 from markproto.protocol.linkkinds import (
     EXTERNAL,
-    INTERNAL,
-    MISSING,
-    MISSING_ANCHOR,
-    OK,
     RELATION,
     Link,
     relations,
@@ -47,11 +43,6 @@ if TYPE_CHECKING:
     from markproto.server.search.analysis import Analysis, Outline
 
 __all__ = [
-    "EXTERNAL",
-    "INTERNAL",
-    "MISSING",
-    "MISSING_ANCHOR",
-    "OK",
     "Edge",
     "LinkIndex",
     "SavedLinks",

@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_analysis import hostile, shapes
+from bench_analysis import shapes
+from support.shapes import hostile
 
 from markproto.server.search.analysis import FLAG_BITS, Postings, analyze, analyze_many, combine
 

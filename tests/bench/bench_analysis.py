@@ -27,52 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("MARKPROTO_SHARED", REPO.parent / "shared"))
 CORPORA = ("fastapi-docs", "prometheus-docs")
 
-
-def hostile() -> dict[str, bytes]:
-    """Shapes that once cost the analysis (or its parse) far more than a corpus body."""
-    words = "".join(f"w{n}x{n * 7919 % 10007} " for n in range(20_000))
-    return {
-        "100,000 one-line headings": "".join(f"# h{n}\n" for n in range(100_000)).encode(),
-        "one line of 20,000 distinct words": f"intro\n\n{words}\n".encode(),
-        "dense reference links": (
-            "".join(f"[a{n}][r{n % 500}] [r{n % 700}] [x{n}][] " for n in range(8_000))
-            + "\n\n"
-            + "".join(f"[r{n}]: /doc{n}.md#h{n} 'title'\n" for n in range(600))
-        ).encode(),
-        "dense inline links and URLs": "".join(
-            f"see [l{n}](/p/{n}.md#a) ![i](x.png) <https://e{n}.com/x> https://b{n}.org/y, "
-            f'<a href="/h{n}.md" id="i{n}">t</a> [[Note {n}|lab]] `[c](d)`\n'
-            for n in range(6_000)
-        ).encode(),
-        "a 50,000-row table": (
-            "| a | b | c |\n|---|---|---|\n"
-            + "".join(f"| x{n} | y{n % 50} | `z` **b** |\n" for n in range(50_000))
-        ).encode(),
-        "20,000 list items, 70 deep": "".join(
-            "  " * (n % 70) + f"- item {n} text *em* [l](/x{n}.md)\n" for n in range(20_000)
-        ).encode(),
-        "20,000 setext headings": "".join(
-            f"Title {n} with *words*\n{'=' if n % 2 else '-'}\n\ntext {n % 91}\n\n"
-            for n in range(20_000)
-        ).encode(),
-        "10,000 sections with fenced code": "".join(
-            f"# Part {n}\n\n```py\n# not a heading {n}\nx = [a](b)\n```\n\n~~~\ncode\n~~~\n\n"
-            for n in range(10_000)
-        ).encode(),
-        "one fenced block of 60,000 lines": (
-            "```\n" + "".join(f"call_{n % 300}(x)\n" for n in range(60_000)) + "```\n"
-        ).encode(),
-        "40,000 list items with emoji": "".join(
-            f"* 🎉 item {n % 500} done ünïcödé 日本語\n" for n in range(40_000)
-        ).encode(),
-        "30,000 sections of one line": "".join(
-            f"## Heading {n}\n\nword{n % 97} text\n\n" for n in range(30_000)
-        ).encode(),
-        "10,000 HTML blocks and comments": "".join(
-            f'<div id="d{n}">\n<p>para {n}</p>\n</div>\n\n<!-- c {n} [x](y) -->\n\n## H{n % 10}\n\n'
-            for n in range(10_000)
-        ).encode(),
-    }
+sys.path.insert(0, str(REPO / "tests"))
+from support.shapes import hostile  # noqa: E402  (tests/ is on the path only from here)
 
 
 def shapes() -> dict[str, list[bytes]]:

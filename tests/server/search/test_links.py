@@ -16,15 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import metadata, storefmt
-from markproto.server.search.links import (
-    EXTERNAL,
-    INTERNAL,
-    MISSING,
-    MISSING_ANCHOR,
-    OK,
-    Edge,
-    LinkIndex,
-)
+from markproto.protocol.linkkinds import EXTERNAL, INTERNAL, MISSING, MISSING_ANCHOR, OK
+from markproto.server.search.links import Edge, LinkIndex
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.storage.layout import version_parts
