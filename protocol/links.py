@@ -265,9 +265,19 @@ class Extractor:
         fence: tuple[str, int] | None = None
         comment = listed = False
         blank = True
-        block: list[str] = []
+        head, begin, end = "", -1, -1
+        """The block so far: ``head`` (a first line a comment's end blanked the start of), then
+        ``text[begin:end]``: a block's lines are cut from ``text`` once, not one by one and
+        joined (``begin`` -1: no block)."""
         start = line
-        for number, raw in enumerate(text.split("\n"), line):
+        at, size = 0, len(text)
+        number = line - 1
+        while at <= size:
+            stop = text.find("\n", at)
+            stop = size if stop < 0 else stop
+            raw = text[at:stop]
+            here, at = at, stop + 1
+            number += 1
             stripped = raw.strip()
             first = stripped[:1]
             if fence is not None:
@@ -276,25 +286,26 @@ class Extractor:
                     if ticks[0] == fence[0] and len(ticks) >= fence[1] and not rest.strip():
                         fence = None
                 continue
+            patched = comment
             if comment:
-                end = raw.find(_COMMENT_END)
-                if end < 0:
+                closed = raw.find(_COMMENT_END)
+                if closed < 0:
                     continue
                 comment = False
-                raw = " " * (end + 3) + raw[end + 3 :]
+                raw = " " * (closed + 3) + raw[closed + 3 :]
                 stripped = raw.strip()
                 first = stripped[:1]
             if not stripped:
-                self._flush(block, start, section)
-                block, blank = [], True
+                self._flush(text, head, begin, end, start, section)
+                head, begin, blank = "", -1, True
                 continue
             if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
                 ticks, rest = found.groups()
                 if not (ticks[0] == "`" and "`" in rest):
-                    self._flush(block, start, section)
-                    block, fence = [], (ticks[0], len(ticks))
+                    self._flush(text, head, begin, end, start, section)
+                    head, begin, fence = "", -1, (ticks[0], len(ticks))
                     continue
-            if blank and not block and not listed and raw[:1] in " \t":
+            if blank and begin < 0 and not listed and raw[:1] in " \t":
                 indent = 4 if raw[:1] == "\t" else len(raw) - len(raw.lstrip(" "))
                 if indent >= 4 or raw[indent : indent + 1] == "\t":
                     continue  # an indented code block
@@ -303,18 +314,24 @@ class Extractor:
             elif blank and first != ">" and raw[:1] not in " \t":
                 listed = False
             if first == "<" and stripped.startswith("<!--") and _COMMENT_END not in stripped[4:]:
-                self._flush(block, start, section)
-                block, comment = [], True
+                self._flush(text, head, begin, end, start, section)
+                head, begin, comment = "", -1, True
                 continue
-            if not block:
+            if begin < 0:  # a block's first line (a patched one is always the first)
                 start = number
-            block.append(raw)
+                head, begin = (raw, stop) if patched else ("", here)
+            end = stop
             blank = False
-        self._flush(block, start, section)
+        self._flush(text, head, begin, end, start, section)
 
-    def _flush(self, block: list[str], line: int, section: str) -> None:
-        if block:
-            self._block("\n".join(block), line, section)
+    def _flush(self, text: str, head: str, begin: int, end: int, line: int, section: str) -> None:
+        """The block ``feed`` gathered (if any): ``head`` and ``text[begin:end]``."""
+        if begin < 0:
+            return
+        if not head and not begin and end >= len(text) - 1:
+            self._block(text, line, section)  # the whole text: a final newline changes nothing
+        else:
+            self._block(head + text[begin:end], line, section)
 
     def _block(self, text: str, line: int, section: str) -> None:
         """One paragraph-like run of lines: definitions at its start, then its inline links."""
