@@ -270,14 +270,12 @@ class Extractor:
         ``text[begin:end]``: a block's lines are cut from ``text`` once, not one by one and
         joined (``begin`` -1: no block)."""
         start = line
-        at, size = 0, len(text)
-        number = line - 1
-        while at <= size:
-            stop = text.find("\n", at)
-            stop = size if stop < 0 else stop
-            raw = text[at:stop]
-            here, at = at, stop + 1
-            number += 1
+        at = 0
+        rows = text.split("\n") if len(text) <= _SPLIT_MAX else _lines(text)
+        for number, raw in enumerate(rows, line):
+            here = at
+            at += len(raw) + 1
+            stop = at - 1
             stripped = raw.strip()
             first = stripped[:1]
             if fence is not None:
@@ -600,6 +598,23 @@ class Extractor:
                 link = self._link(line, section, unescaped(target), label, REFERENCE)
                 if link is not None:
                     yield link
+
+
+_SPLIT_MAX = 1 << 16
+"""A section's text this long is split into its lines at once (faster); a longer one's lines
+are cut one at a time (``_lines``), never all held."""
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\n")``, one line at a time."""
+    at = 0
+    while True:
+        stop = text.find("\n", at)
+        if stop < 0:
+            yield text[at:]
+            return
+        yield text[at:stop]
+        at = stop + 1
 
 
 def _put(out: bytearray, value: int) -> None:
