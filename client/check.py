@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from markproto.protocol import document, links, mdoutline, paths
+from markproto.protocol import document, linkkinds, links, mdoutline, paths
 from markproto.protocol.bodies import LinkRow
 from markproto.protocol.limits import MAX_BODY, MAX_FRONTMATTER, MAX_META_BYTES, MAX_META_KEYS
 
@@ -255,8 +255,8 @@ def link_findings(rows: Iterable[LinkRow], checked: set[str]) -> Iterator[Findin
     for row in rows:
         if row.source not in checked or not row.broken:
             continue
-        where = row.raw if row.kind != links.RELATION else f"rel-{row.predicate}: {row.raw}"
-        if row.state == links.MISSING:
+        where = row.raw if row.kind != linkkinds.RELATION else f"rel-{row.predicate}: {row.raw}"
+        if row.state == linkkinds.MISSING:
             named = "" if row.target in (row.raw, row.raw.rstrip("/")) else f" {row.target}"
             why = f"broken link {where}: no document{named}"
         else:
@@ -322,8 +322,8 @@ def local_links(docs: Sequence[Document]) -> list[LinkRow]:
         text = world.texts[doc.path]
         found = links.extract(text)
         found += [
-            links.Link(0, "", target, "", links.RELATION, predicate)
-            for predicate, target in links.relations(own_metadata(text))
+            linkkinds.Link(0, "", target, "", linkkinds.RELATION, predicate)
+            for predicate, target in linkkinds.relations(own_metadata(text))
         ]
         for link in found:
             to = links.follow(link, doc.path, world)

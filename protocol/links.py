@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import unquote
@@ -42,40 +42,21 @@ from markproto.protocol.linkkinds import (
     OK,
     REFERENCE,
     RELATION,
-    RELATION_PREFIX,
     TARGET_MAX,
     WIKI,
     Link,
-    relations,
 )
 from markproto.protocol.mdoutline import OwnSection
 
 __all__ = [
-    "AUTOLINK",
-    "EXTERNAL",
-    "HTML",
-    "INLINE",
-    "INTERNAL",
-    "LABEL_MAX",
-    "LINKS_MAX",
-    "MISSING",
-    "MISSING_ANCHOR",
-    "OK",
-    "REFERENCE",
-    "RELATION",
-    "RELATION_PREFIX",
-    "TARGET_MAX",
-    "WIKI",
     "Destination",
     "Extractor",
-    "Link",
     "Target",
     "World",
     "extract",
     "follow",
     "lands",
     "parse_target",
-    "relations",
     "resolve",
 ]
 
@@ -213,9 +194,10 @@ class Extractor:
     """The links of one body, fed a section at a time (``feed``), then ``links()``.
 
     One pass over the text: reference uses wait for their definitions, which may come later in
-    the document, and are matched at the end. At most ``LINKS_MAX`` links are kept. With a
-    ``sink``, each link is handed to it as it is found (``drain`` then gives none): a caller
-    that packs links as they come never holds them as objects.
+    the document, and are matched at the end (``references``). At most ``LINKS_MAX`` links are
+    kept. With a ``sink``, each link but the reference links is handed to it as it is found
+    (``drain`` then gives none): a caller that packs links as they come never holds them as
+    objects, and reads the reference links from ``references`` as it packs.
     """
 
     def __init__(self, body: str | bytes, sink: Callable[[Link], None] | None = None) -> None:
@@ -225,14 +207,15 @@ class Extractor:
         self._kept = 0
         """Links kept so far, those ``drain`` gave included."""
         self._labels = _Labels(body)
-        self._use_lines = array("I")
-        self._use_sections = array("I")
-        """Each reference use's line and section (a number in ``_sections``)."""
-        self._sections: list[str] = []
         self._uses = bytearray()
-        """Each use's label and normalized reference, UTF-8, one after the other, ending at
-        ``_use_ends`` (two ends a use): a body dense with uses holds a few bytes each."""
-        self._use_ends = array("I")
+        """Each reference use kept, one after the other (``_use``): a body dense with uses
+        holds a few bytes each, not a tuple and two strings."""
+        self._use_count = 0
+        self._use_line = 0
+        """The line of the last use kept (a use holds its line as a rise from it)."""
+        self._sections: list[str] = []
+        self._section_starts = array("I")
+        """The sections of the uses kept, each with the number of its first use."""
         self._definitions: dict[str, str] = {}
         self.ids: list[str] = []
         """The ids HTML elements of the body set (``<a name="x">``, ``id="x"``): anchors a
@@ -282,9 +265,17 @@ class Extractor:
         fence: tuple[str, int] | None = None
         comment = listed = False
         blank = True
-        block: list[str] = []
+        head, begin, end = "", -1, -1
+        """The block so far: ``head`` (a first line a comment's end blanked the start of), then
+        ``text[begin:end]``: a block's lines are cut from ``text`` once, not one by one and
+        joined (``begin`` -1: no block)."""
         start = line
-        for number, raw in enumerate(text.split("\n"), line):
+        at = 0
+        rows = text.split("\n") if len(text) <= _SPLIT_MAX else _lines(text)
+        for number, raw in enumerate(rows, line):
+            here = at
+            at += len(raw) + 1
+            stop = at - 1
             stripped = raw.strip()
             first = stripped[:1]
             if fence is not None:
@@ -293,25 +284,26 @@ class Extractor:
                     if ticks[0] == fence[0] and len(ticks) >= fence[1] and not rest.strip():
                         fence = None
                 continue
+            patched = comment
             if comment:
-                end = raw.find(_COMMENT_END)
-                if end < 0:
+                closed = raw.find(_COMMENT_END)
+                if closed < 0:
                     continue
                 comment = False
-                raw = " " * (end + 3) + raw[end + 3 :]
+                raw = " " * (closed + 3) + raw[closed + 3 :]
                 stripped = raw.strip()
                 first = stripped[:1]
             if not stripped:
-                self._flush(block, start, section)
-                block, blank = [], True
+                self._flush(text, head, begin, end, start, section)
+                head, begin, blank = "", -1, True
                 continue
             if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
                 ticks, rest = found.groups()
                 if not (ticks[0] == "`" and "`" in rest):
-                    self._flush(block, start, section)
-                    block, fence = [], (ticks[0], len(ticks))
+                    self._flush(text, head, begin, end, start, section)
+                    head, begin, fence = "", -1, (ticks[0], len(ticks))
                     continue
-            if blank and not block and not listed and raw[:1] in " \t":
+            if blank and begin < 0 and not listed and raw[:1] in " \t":
                 indent = 4 if raw[:1] == "\t" else len(raw) - len(raw.lstrip(" "))
                 if indent >= 4 or raw[indent : indent + 1] == "\t":
                     continue  # an indented code block
@@ -320,18 +312,24 @@ class Extractor:
             elif blank and first != ">" and raw[:1] not in " \t":
                 listed = False
             if first == "<" and stripped.startswith("<!--") and _COMMENT_END not in stripped[4:]:
-                self._flush(block, start, section)
-                block, comment = [], True
+                self._flush(text, head, begin, end, start, section)
+                head, begin, comment = "", -1, True
                 continue
-            if not block:
+            if begin < 0:  # a block's first line (a patched one is always the first)
                 start = number
-            block.append(raw)
+                head, begin = (raw, stop) if patched else ("", here)
+            end = stop
             blank = False
-        self._flush(block, start, section)
+        self._flush(text, head, begin, end, start, section)
 
-    def _flush(self, block: list[str], line: int, section: str) -> None:
-        if block:
-            self._block("\n".join(block), line, section)
+    def _flush(self, text: str, head: str, begin: int, end: int, line: int, section: str) -> None:
+        """The block ``feed`` gathered (if any): ``head`` and ``text[begin:end]``."""
+        if begin < 0:
+            return
+        if not head and not begin and end >= len(text) - 1:
+            self._block(text, line, section)  # the whole text: a final newline changes nothing
+        else:
+            self._block(head + text[begin:end], line, section)
 
     def _block(self, text: str, line: int, section: str) -> None:
         """One paragraph-like run of lines: definitions at its start, then its inline links."""
@@ -353,19 +351,43 @@ class Extractor:
             self._inline(text[pos:] if pos else text, line, section)
 
     def _use(self, line: int, section: str, label: str, reference: str) -> None:
-        """A reference use, kept only if its reference may be defined."""
+        """A reference use, kept only if its reference may be defined: its line (as a rise
+        from the last use's, zigzag: never less than 0), its normalized reference, and its
+        label only where that differs from the reference (a shortcut ``[ref]`` most often
+        is its own)."""
         reference = _normal(reference)
         if reference not in self._labels:
             return
         if not self._sections or self._sections[-1] != section:
             self._sections.append(section)
-        self._use_lines.append(line)
-        self._use_sections.append(len(self._sections) - 1)
-        for part in (label, reference):
-            self._uses += part.encode("utf-8", "surrogatepass")
-            self._use_ends.append(len(self._uses))
+            self._section_starts.append(self._use_count)
+        self._use_count += 1
+        uses = self._uses
+        rise = line - self._use_line
+        self._use_line = line
+        _put(uses, rise << 1 if rise >= 0 else -rise << 1 | 1)
+        data = reference.encode("utf-8", "surrogatepass")
+        apart = label != reference
+        _put(uses, len(data) << 1 | apart)
+        uses += data
+        if apart:
+            data = label.encode("utf-8", "surrogatepass")
+            _put(uses, len(data))
+            uses += data
 
     def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
+        link = self._link(line, section, target, label, syntax)
+        if link is not None:
+            self._keep(link)
+
+    def _keep(self, link: Link) -> None:
+        if self._sink is not None:
+            self._sink(link)
+        else:
+            self._links.append(link)
+
+    def _link(self, line: int, section: str, target: str, label: str, syntax: str) -> Link | None:
+        """The link, counted among those kept, or None where it is not kept."""
         target = target.strip()
         if (
             self._kept >= LINKS_MAX
@@ -373,13 +395,9 @@ class Extractor:
             or len(target) > TARGET_MAX
             or (("{" in target or "%" in target) and _TEMPLATE.search(target))
         ):
-            return
-        link = Link(line, section, target, _plain(label), syntax)
-        if self._sink is not None:
-            self._sink(link)
-        else:
-            self._links.append(link)
+            return None
         self._kept += 1
+        return Link(line, section, target, _plain(label), syntax)
 
     def _inline(self, text: str, line: int, section: str) -> None:
         bare = "://" in text or "www." in text
@@ -539,20 +557,84 @@ class Extractor:
     def links(self) -> list[Link]:
         """Every link fed (but those ``drain`` gave), in the order of the body (reference links
         matched now)."""
-        uses, ends, start = self._uses, self._use_ends, 0
-        for number, line in enumerate(self._use_lines):
-            middle, end = ends[2 * number], ends[2 * number + 1]
-            reference = uses[middle:end].decode("utf-8", "surrogatepass")
-            target = self._definitions.get(reference)
-            if target is not None:
-                label = uses[start:middle].decode("utf-8", "surrogatepass")
-                section = self._sections[self._use_sections[number]]
-                self._add(line, section, unescaped(target), label, REFERENCE)
-            start = end
-        self._use_lines, self._use_sections, self._use_ends = array("I"), array("I"), array("I")
-        self._uses, self._sections = bytearray(), []
+        for link in self.references():
+            self._keep(link)
         self._links.sort(key=lambda link: link.line)
         return self._links
+
+    def reference_sections(self) -> list[str]:
+        """The sections holding the reference uses that ``references`` will match."""
+        return self._sections
+
+    def references(self) -> Iterator[Link]:
+        """The reference links, once every section is fed, in the order of the body (lines
+        never fall), each matched to its definition as it is read: a caller packing the links
+        merges these by line after the others it was given, and never holds them all. Once:
+        the uses are let go as they are read."""
+        uses, starts, sections = self._uses, self._section_starts, self._sections
+        count, definitions = self._use_count, self._definitions
+        self._uses, self._section_starts, self._sections = bytearray(), array("I"), []
+        self._use_count = self._use_line = 0
+        at = line = 0
+        section = ""
+        changes = iter(zip(starts, sections, strict=True))
+        change, upcoming = next(changes, (count, ""))
+        for number in range(count):
+            if number == change:
+                section = upcoming
+                change, upcoming = next(changes, (count, ""))
+            rise, at = _get(uses, at)
+            line += -(rise >> 1) if rise & 1 else rise >> 1
+            size, at = _get(uses, at)
+            end = at + (size >> 1)
+            reference = label = uses[at:end].decode("utf-8", "surrogatepass")
+            at = end
+            if size & 1:
+                size, at = _get(uses, at)
+                label = uses[at : at + size].decode("utf-8", "surrogatepass")
+                at += size
+            target = definitions.get(reference)
+            if target is not None:
+                link = self._link(line, section, unescaped(target), label, REFERENCE)
+                if link is not None:
+                    yield link
+
+
+_SPLIT_MAX = 1 << 16
+"""A section's text this long is split into its lines at once (faster); a longer one's lines
+are cut one at a time (``_lines``), never all held."""
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\n")``, one line at a time."""
+    at = 0
+    while True:
+        stop = text.find("\n", at)
+        if stop < 0:
+            yield text[at:]
+            return
+        yield text[at:stop]
+        at = stop + 1
+
+
+def _put(out: bytearray, value: int) -> None:
+    """``value`` (>= 0) appended to ``out`` as a varint: 7 bits a byte, low bits first."""
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _get(data: bytearray, at: int) -> tuple[int, int]:
+    """The varint ``_put`` wrote at ``at``, and where the next value starts."""
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
 
 
 def unescaped(target: str) -> str:

@@ -167,7 +167,7 @@ def anchor(text: str, suffix: int) -> str:
     return f"{base}-{suffix}" if suffix else base
 
 
-_SUFFIXED = re.compile(r"(.*)-[0-9]+", re.DOTALL)
+_SUFFIXED = re.compile(r"(.*)-([0-9]+)", re.DOTALL)
 
 
 def anchor_suffixes(texts: Sequence[str]) -> Iterator[int]:
@@ -181,6 +181,10 @@ def anchor_suffixes(texts: Sequence[str]) -> Iterator[int]:
     the suffixes are given: those slugs, and slugs that a suffix could make (``x-1`` of such an
     ``x``, or of such an ``x-1``). Every other slug is unique and no suffix makes it, so it is
     its own anchor. ``texts`` is read twice.
+
+    Of the anchors given, only those without a suffix are kept as strings: a slug's suffixed
+    ones are known from the last suffix it took, as every suffix below that one is taken (a
+    document of 20,000 headings of 40 texts held 20,000 anchors, 12 times its size).
     """
     bits = max(64, 16 * len(texts))
     seen = bytearray((bits + 7) >> 3)
@@ -194,22 +198,33 @@ def anchor_suffixes(texts: Sequence[str]) -> Iterator[int]:
         seen[one >> 3] |= 1 << (one & 7)
         seen[two >> 3] |= 1 << (two & 7)
     del seen
-    used: set[str] = set()
-    suffixes: dict[str, int] = {}  # the last suffix tried per slug: those below are all taken
+    plain: set[str] = set()
+    """The anchors given without a suffix."""
+    suffixes: dict[str, int] = {}
+    """The last suffix each slug took: every anchor ``slug-n`` to it is taken."""
     for text in texts:
         base = slug(text)
         if not _may_collide(base, repeats):
             yield 0
             continue
-        candidate, suffix = base, 0
-        if candidate in used:
-            suffix = suffixes.get(base, 0)
-            while candidate in used:
+        suffix = 0
+        if base in plain or _suffixed_taken(base, suffixes):
+            suffix = suffixes.get(base, 0) + 1
+            while f"{base}-{suffix}" in plain:
                 suffix += 1
-                candidate = f"{base}-{suffix}"
             suffixes[base] = suffix
-        used.add(candidate)
+        else:
+            plain.add(base)
         yield suffix
+
+
+def _suffixed_taken(anchor: str, suffixes: dict[str, int]) -> bool:
+    """Whether ``anchor`` is one a slug's suffix made (``x-3``, with ``x`` past 3 already)."""
+    match = _SUFFIXED.fullmatch(anchor)
+    if match is None:
+        return False
+    number = match.group(2)
+    return number[0] != "0" and 0 < int(number) <= suffixes.get(match.group(1), 0)
 
 
 def _may_collide(base: str, repeats: set[str]) -> bool:

@@ -30,7 +30,8 @@ from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, count, islice, repeat
+from itertools import accumulate, compress, count, islice, repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, overload
 
 from markproto.protocol.linkkinds import Link
@@ -218,12 +219,18 @@ class _Found:
         self.section = -1
         """The section of the latest entry."""
 
-    def _room(self, terms: int, entry: int) -> bool:
+    def _room(self, terms: int, entry: int, hot: Iterable[str] = ()) -> bool:
         """Whether ``entry``'s section has no entry in the run yet, a run packed first if
-        ``terms`` more would pass ``RUN_TERMS``."""
+        ``terms`` more would pass ``RUN_TERMS``. The terms of ``hot`` the run holds stay in it
+        when it is packed, where they are at most half of it: a long section's pieces share
+        many words, which every run would repeat otherwise."""
         if len(self.ids) + terms > RUN_TERMS and self.ids:
-            self.runs.append(self._pack())
-            self._start()
+            kept = [term for term in hot if term in self.ids]
+            if kept and len(kept) <= RUN_TERMS // 2 and len(self.ids) <= 2 * RUN_TERMS:
+                self.runs.append(self._pack_but(kept))
+            else:
+                self.runs.append(self._pack())
+                self._start()
         section, self.section = self.section, entry >> FLAG_BITS
         return section != self.section
 
@@ -243,8 +250,10 @@ class _Found:
         deque(map(self.last.__setitem__, numbers, range(first, len(self.entries))), maxlen=0)
 
     def add_text(self, counts: dict[str, int], entry: int) -> None:
-        """One piece of a section's text: each term's count added to its entry for the section."""
-        fresh = self._room(len(counts), entry)
+        """One piece of a section's text: each term's count added to its entry for the section.
+        Only its terms new to the run count against ``RUN_TERMS``: a long section's pieces
+        share most of their words, and a run packed early would repeat them all."""
+        fresh = self._room(len(counts) - sum(map(self.ids.__contains__, counts)), entry, counts)
         numbers = self._numbers(counts)
         tfs: Iterable[int] = counts.values()
         if counts and max(tfs) > TF_MAX:
@@ -291,27 +300,73 @@ class _Found:
             entries.append(entry)
             of.append(number)
 
-    def _pack(self) -> Postings:
+    def _pack(self, held: bytearray | None = None) -> Postings:
         """Entries grouped by term (a counting sort: each term's stay in section order), in C
-        for a run of a few thousand terms (a dict and an iterator a term), else in arrays."""
+        for a run of a few thousand terms (a dict and an iterator a term), else in arrays;
+        the terms ``held`` marks (by number) left out."""
         of, entries, terms = self.of, self.entries, len(self.ids)
-        out = array("I", bytes(4 * len(entries)))
-        if terms <= 2 * RUN_TERMS:
+        names: Iterable[str] = self.ids
+        if held is not None:  # the ids are in the order of their numbers
+            names = compress(self.ids, map((1).__xor__, held))
+        if len(entries) == terms:
+            # one entry a term (a long section's run, or sections of distinct words): each
+            # term's entry was appended as it was numbered, so they are in order already
+            if held is not None:
+                entries = array("I", compress(entries, map((1).__xor__, held)))
+            return Postings("\n".join(names), array("B", b"\x01") * len(entries), entries)
+        if terms <= 2 * RUN_TERMS:  # (``_room`` holds no terms back from a larger run)
             found = Counter(of)
             counts = array("I", map(found.__getitem__, range(terms)))
             del found
-            places = list(map(count, accumulate(counts, initial=0)))
-            """Per term, where its next entry goes."""
+            gone = len(entries)
+            if held is not None:
+                for number in compress(range(terms), held):
+                    gone -= counts[number]
+                    counts[number] = 0
+            out = array("I", bytes(4 * (gone + 1)))
+            places: list[Iterator[int]] = list(map(count, accumulate(counts, initial=0)))
+            """Per term, where its next entry goes (a held term's: past the end)."""
+            if held is not None:
+                past = repeat(gone)
+                for number in compress(range(terms), held):
+                    places[number] = past
             deque(map(out.__setitem__, map(next, map(places.__getitem__, of)), entries), maxlen=0)
+            del places
+            out.pop()
+            if held is not None:
+                counts = array("I", compress(counts, map((1).__xor__, held)))
         else:
             counts = array("I", bytes(4 * terms))
             for number in of:
                 counts[number] += 1
             at = array("I", accumulate(counts, initial=0))
+            out = array("I", bytes(4 * len(entries)))
             for number, entry in zip(of, entries, strict=True):
                 out[at[number]] = entry
                 at[number] += 1
-        return Postings("\n".join(self.ids), narrow(counts), out)
+        return Postings("\n".join(names), narrow(counts), out)
+
+    def _pack_but(self, kept: list[str]) -> Postings:
+        """``_pack`` of the terms but ``kept``, which stay in the run with their entries (in
+        their order, numbered again in theirs)."""
+        ids, of, entries = self.ids, self.of, self.entries
+        held = bytearray(len(ids))
+        for term in kept:
+            held[ids[term]] = 1
+        run = self._pack(held)
+        renumbered = array("I", bytes(4 * len(ids)))
+        live: dict[str, int] = {}
+        for term, number in ids.items():
+            if held[number]:
+                renumbered[number] = len(live)
+                live[term] = len(live)
+        marks = list(map(held.__getitem__, of))
+        self.of = array("I", map(renumbered.__getitem__, compress(of, marks)))
+        self.entries = array("I", compress(entries, marks))
+        self.ids = live
+        self.last = array("i", b"\xff\xff\xff\xff" * len(live))
+        deque(map(self.last.__setitem__, self.of, range(len(self.of))), maxlen=0)
+        return run
 
     def seal(self) -> None:
         """A document's end: its terms are packed now if they are many (they would be held
@@ -363,7 +418,10 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
         if words is not None:
             has_text = True
             length += len(words)
-            found.add_text(Counter(words), entry)
+            counts = Counter(words)
+            del words  # not held while a run is packed, nor while the next piece's are made
+            found.add_text(counts, entry)
+            del counts
         start = end
     return length, has_text
 
@@ -437,6 +495,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     from markproto.protocol import mdoutline
     from markproto.protocol.document import own_facts
 
+    facts = own_facts(body)  # first, while nothing else is held (it decodes a line whole)
     starts, sizes, lengths, heads = array("I"), array("B"), array("B"), bytearray()
     heading_sizes = array("B")
     headings: list[str] = []
@@ -520,8 +579,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     suffixed, suffixes = outline.suffixed, outline.suffixes
     first = 1 if preamble else 0
     gone = 0
-    linked.finish()
-    wanted = set(linked.headings)
+    wanted = linked.headings_linked()
     anchors: dict[int, str] = {-1: ""}
     texts = _Headings(outline, dropped, count)
     for number, suffix in enumerate(mdoutline.anchor_suffixes(texts)):
@@ -533,7 +591,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
             suffixed.append(number - gone + first)
             suffixes.append(suffix)
     packed, link_count = linked.pack(anchors)
-    return Analysis(own_facts(body), outline, packed, link_count, linked.ids(), None)
+    return Analysis(facts, outline, packed, link_count, linked.ids(), None)
 
 
 _HEADING_KEY = "\0"
@@ -560,7 +618,9 @@ def _own_section(*fields: object) -> mdoutline.OwnSection:
 class _Links:
     """The body's links as the sections stream by, each kept as its ``links.tail`` in UTF-8
     with its line and its heading's number in arrays, until the anchors are known: a
-    link-dense body holds a few bytes a link beside its text, not a string or a tuple."""
+    link-dense body holds a few bytes a link beside its text, not a string or a tuple. The
+    reference links are not among them: the extractor holds their uses (fewer bytes still)
+    and they are matched as they are packed."""
 
     def __init__(self, body: bytes) -> None:
         from markproto.protocol.links import Extractor
@@ -602,22 +662,32 @@ class _Links:
         self._extractor.section(start, stop, own)
         self._end = stop
 
-    def finish(self) -> None:
-        """The reference links, matched to their definitions now."""
-        self._extractor.links()
+    def headings_linked(self) -> set[int]:
+        """The headings (numbered among all) whose sections hold a link, or may (a reference
+        use)."""
+        uses = self._extractor.reference_sections()
+        return set(self.headings).union(int(key[1:]) if key else -1 for key in uses)
 
     def pack(self, anchors: dict[int, str]) -> tuple[bytes, int]:
-        """The links packed in the order of the body, given each heading's anchor."""
+        """The links packed in the order of the body, given each heading's anchor: the
+        others in the order of their lines, then within a line the reference links."""
         lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
-        order = _line_order(lines)
-        return pack_tails(
+        found: Iterable[tuple[int, str, str]] = (
             (
                 lines[i],
                 anchors[headings[i]],
                 tails[ends[i - 1] if i else 0 : ends[i]].decode("utf-8", "surrogatepass"),
             )
-            for i in order
+            for i in _line_order(lines)
         )
+        if self._extractor.reference_sections():
+            references = (
+                (link.line, anchors[int(link.section[1:]) if link.section else -1], rest)
+                for link in self._extractor.references()
+                if (rest := tail(link)) is not None
+            )
+            found = heapq.merge(found, references, key=itemgetter(0))
+        return pack_tails(found)
 
     def ids(self) -> str:
         return "\n".join(i for i in self._extractor.ids if "\n" not in i)

@@ -24,9 +24,10 @@ from markproto.protocol.limits import (
     LOOKUP_MAX,
     MAX_BODY,
 )
+from markproto.protocol.linkkinds import EXTERNAL, MISSING
 from markproto.protocol.metadata import go_quote
 from markproto.protocol.paths import atoi, in_scope
-from markproto.server.search.links import EXTERNAL, MISSING, Edge, LinkIndex
+from markproto.server.search.links import Edge, LinkIndex
 
 __all__ = ["DIRECTIONS", "LINKS", "BadLinksQuery", "LinksQuery", "Page", "answer", "parse"]
 

@@ -86,6 +86,7 @@ def text_words(text: str) -> list[str]:
     odd = " ".join([part for part in parts if not part.isalnum()])
     if text.isascii():
         out = [part for part in parts if part.isalnum() and 1 < len(part) <= TOKEN_MAX_BYTES]
+        del parts  # the odd ones are in ``odd``: not held beside its words
         if odd:
             out += _SHORT_RUNS.findall(odd)
             out += [core for core in _COMPOUNDS.findall(odd) if len(core) <= TOKEN_MAX_BYTES]
@@ -97,6 +98,7 @@ def text_words(text: str) -> list[str]:
         and 1 < len(part) <= TOKEN_MAX_BYTES
         and (len(part) <= _SURELY_FITS or part.isascii() or len(part.encode()) <= TOKEN_MAX_BYTES)
     ]
+    del parts
     if odd:
         out += [
             run

@@ -19,14 +19,23 @@ import os
 import pickle
 import random
 import sys
+import zlib
 from array import array
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_analysis import hostile, shapes
+from bench_analysis import shapes
+from support.shapes import hostile
 
-from markproto.server.search.analysis import FLAG_BITS, Postings, analyze, analyze_many, combine
+from markproto.server.search.analysis import (
+    FLAG_BITS,
+    Analysis,
+    Postings,
+    analyze,
+    analyze_many,
+    combine,
+)
 
 LINES = [
     lambda r: "#" * r.randint(1, 7) + r.choice([" ", "", "\t"]) + text(r),
@@ -212,17 +221,30 @@ def merged(value: object) -> object:
     return others, tuple(sorted((term, tuple(entries)) for term, entries in terms.items()))
 
 
+def plain(value: object) -> object:
+    """An analysis (or ``analyze_many``'s answer) with its links' records decompressed: how
+    they are compressed (the compressor's window and memory level) is not their content."""
+    if isinstance(value, Analysis):
+        return dataclasses.replace(
+            value, links=zlib.decompress(value.links) if value.links else b""
+        )
+    if isinstance(value, tuple | list):
+        return type(value)(plain(item) for item in value)
+    return value
+
+
 def records() -> dict[str, tuple[object, object, object]]:
-    """Each analysis as it is, with its runs' terms sorted, and with its runs merged."""
+    """Each analysis as it is (its links' records decompressed), with its runs' terms sorted,
+    and with its runs merged."""
     bodies = {f"{name}/{n}": one for name, group in shapes().items() for n, one in enumerate(group)}
     bodies.update((f"generated/{n}", body) for n, body in enumerate(generated()))
     out = {}
     for name, body in bodies.items():
-        found = analyze(body)
+        found = plain(analyze(body))
         out[name] = (canon(found, False), canon(found, True), merged(found))
     batch = [body for name, body in bodies.items() if not name.startswith(tuple(hostile()))]
     for start in range(0, len(batch), 40):
-        found_many = analyze_many(batch[start : start + 40])
+        found_many = plain(analyze_many(batch[start : start + 40]))
         out[f"batch/{start}"] = (
             canon(found_many, False),
             canon(found_many, True),

@@ -43,7 +43,7 @@ from support.exchange import PEER, request, seed
 
 from markproto.client import Client, Pool, Trust
 from markproto.client.graph import gather
-from markproto.protocol import links, wire
+from markproto.protocol import linkkinds, links, wire
 from markproto.protocol.bodies import parse_links
 from markproto.server.dispatch import Dispatcher
 from markproto.server.handlers import Context
@@ -77,7 +77,7 @@ class _NoLinks:
     def section(self, *args: object) -> None:
         pass
 
-    def links(self) -> list[links.Link]:
+    def links(self) -> list[linkkinds.Link]:
         return []
 
 
@@ -168,7 +168,7 @@ async def in_process(root: Path) -> dict[str, object]:
     paths = sorted(index.paths())[:: max(1, len(index) // 300)]
     hub = max(
         [p for p in index.paths() if p.startswith("/c0/")] or list(index.paths()),
-        key=lambda p: sum(e.state == links.OK for e in index.outbound(p)),
+        key=lambda p: sum(e.state == linkkinds.OK for e in index.outbound(p)),
     )
     target = max(index.paths(), key=lambda p: len(index.inbound(p)))
 

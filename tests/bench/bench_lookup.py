@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import perfkit
 from bench_retrieval import CORPUS, QUESTIONS, corpus, loaded
 from support.exchange import seed
+from support.shapes import hostile
 
 from markproto.protocol import mdoutline
 from markproto.protocol.bodies import LookupRow
@@ -209,25 +210,10 @@ def baseline_memory(baseline: Path, copies: int, count: int) -> int:
 
 
 def shapes() -> dict[str, bytes]:
-    """Documents of awkward shapes, each up to the 1 MiB body limit."""
+    """The corpus's largest document and the hostile shapes (``support.shapes``: those the
+    analysis bench and its memory test read)."""
     release = (CORPUS / "release-notes.md").read_bytes()
-    return {
-        "release-notes.md (the corpus's largest, 2,299 emoji)": release,
-        "100,000 one-line headings": "".join(f"# h{n}\n" for n in range(100_000)).encode(),
-        "30,000 sections of one line": "".join(
-            f"## Heading {n}\n\nword{n % 97} text\n\n" for n in range(30_000)
-        ).encode(),
-        "a 50,000-row table": (
-            "| a | b | c |\n|---|---|---|\n"
-            + "".join(f"| x{n} | y{n % 50} | z |\n" for n in range(50_000))
-        ).encode(),
-        "one fenced block of 60,000 lines": (
-            "```\n" + "".join(f"call_{n % 300}(x)\n" for n in range(60_000)) + "```\n"
-        ).encode(),
-        "40,000 list items with emoji": "".join(
-            f"* 🎉 item {n % 500} done\n" for n in range(40_000)
-        ).encode(),
-    }
+    return {"release-notes.md (the corpus's largest, 2,299 emoji)": release, **hostile()}
 
 
 def peak(job: Callable[[], object]) -> float:

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import mistletoe
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from markproto.protocol.mdoutline import (
     Heading,
     OwnSection,
+    anchor_suffixes,
     headings,
     opening_paragraph,
     outline,
@@ -72,6 +75,33 @@ def test_dedupe_counts_generated_names_as_used() -> None:
 
 def test_all_punctuation_headings_get_empty_then_numbered_anchors() -> None:
     assert [h.anchor for h in headings("# !!!\n\n## ???\n\n# ...\n")] == ["", "-1", "-2"]
+
+
+def _suffixes_as_written(texts: list[str]) -> list[int]:
+    """The dedupe of §9 literally: every anchor given kept, a taken slug counting on from the
+    last suffix it took."""
+    used: set[str] = set()
+    last: dict[str, int] = {}
+    out = []
+    for text in texts:
+        base = slug(text)
+        candidate, suffix = base, 0
+        if candidate in used:
+            suffix = last.get(base, 0)
+            while candidate in used:
+                suffix += 1
+                candidate = f"{base}-{suffix}"
+            last[base] = suffix
+        used.add(candidate)
+        out.append(suffix)
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(alphabet="a-01 2", max_size=6), max_size=40))
+def test_anchor_suffixes_are_the_literal_dedupes(texts: list[str]) -> None:
+    """The suffixes, which keep only unsuffixed anchors, are those of keeping every anchor."""
+    assert list(anchor_suffixes(texts)) == _suffixes_as_written(texts)
 
 
 SETEXT_EXAMPLE = (

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from markproto.protocol import mdoutline
 from markproto.protocol.document import own_facts
+from markproto.protocol.links import extract
 from markproto.server.search.analysis import (
     FLAG_BITS,
     IN_HEADING,
@@ -22,6 +23,7 @@ from markproto.server.search.analysis import (
     analyze_many,
     combine,
 )
+from markproto.server.search.links import pack
 from markproto.server.search.text import strip_markup
 
 
@@ -153,6 +155,50 @@ def test_analysis_is_the_kept_sections(body: bytes) -> None:
     assert analysis.postings is not None
     runs = [run.terms.split("\n") for run in analysis.postings if run.terms]
     assert {term for terms in runs for term in terms} == set(postings)
+
+
+LINKED_LINE = st.lists(
+    st.sampled_from(
+        [
+            "[a][r]",
+            "[r]",
+            "[R  ]",
+            "[x][]",
+            "[l](/p.md)",
+            "<https://e.com>",
+            "https://b.org/y",
+            "[[W|w]]",
+            "#",
+            "##",
+            "```",
+            "<!--",
+            "-->",
+            "    ",
+            "[r]: /d.md",
+            "[x]: /e.md 't'",
+            "text",
+            "`[c](d)`",
+            "- ",
+            "\\[r]",
+            "é",
+        ]
+    ),
+    max_size=6,
+).map(" ".join)
+LINKED = st.lists(LINKED_LINE, max_size=12).map(
+    lambda lines: ("\n".join(lines) + "\n\n[r]: /d.md\n[X]: /e.md 't'\n").encode()
+)
+"""Lines of links of every kind, then definitions (a use may also come after its own)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(LINKED)
+def test_links_are_the_extractors_in_the_order_of_the_body(body: bytes) -> None:
+    """The analysis matches reference uses only as it packs them, merged by line after the
+    other links: still the links ``links.extract`` finds (sorted by line, references after the
+    others within a line), packed alike."""
+    analysis = analyze(body)
+    assert (analysis.links, analysis.link_count) == pack(extract(body))
 
 
 FACTS_BODY = st.builds(

@@ -5,11 +5,9 @@ the corpus's largest document, dense with links).
 
 The bound is 4x the body plus a fixed ``ALLOWANCE``: what analysis holds whatever the body's size
 (one run of ``RUN_TERMS`` distinct terms, one piece of the heading parse, compiled state), which
-is most of the peak of a small body and little of a large one's. Two shapes still exceed it
-and are not here (docs/PERFORMANCE.md, "Analysis speed"): short links dense with reference uses
-(their links and tens of thousands of distinct terms are the output, about 3.5x the body), and
-headings of a few bytes each (the analysis itself, postings and outline, is then about 4x the
-body).
+is most of the peak of a small body and little of a large one's. The shapes are the analysis
+bench's (docs/PERFORMANCE.md, "Analysis speed"), which reports their peaks at full size without
+the allowance.
 """
 
 from __future__ import annotations
@@ -19,6 +17,7 @@ import tracemalloc
 
 import pytest
 from support import shared_path
+from support.shapes import hostile
 
 from markproto.protocol import mdoutline
 from markproto.server.search.analysis import analyze
@@ -46,40 +45,17 @@ def peak(body: bytes) -> float:
     return (top - ALLOWANCE) / len(body)
 
 
-SHAPES = {
-    "one-line headings": "".join(f"# h{n}\n" for n in range(8_000)),
-    "sections of one line": "".join(
-        f"## Heading {n}\n\nword{n % 97} text\n\n" for n in range(3_000)
-    ),
-    "a long table": "| a | b | c |\n|---|---|---|\n"
-    + "".join(f"| x{n} | y{n % 50} | z |\n" for n in range(6_000)),
-    "one fenced block": "```\n" + "".join(f"call_{n % 300}(x)\n" for n in range(8_000)) + "```\n",
-    "list items with emoji": "".join(f"* 🎉 item {n % 500} done\n" for n in range(5_000)),
-    "deep headings": "".join(
-        f"{'#' * (1 + n % 6)} part {n % 40}\n\ntext {n}\n\n" for n in range(3_000)
-    ),
-    "one line of distinct words": "intro\n\n"
-    + "".join(f"w{n}x{n * 7919 % 10007} " for n in range(20_000))
-    + "\n",
-    "setext headings": "".join(
-        f"Title {n} with *words*\n{'=' if n % 2 else '-'}\n\ntext {n % 91}\n\n"
-        for n in range(3_000)
-    ),
-    "deep list items with links": "".join(
-        "  " * (n % 70) + f"- item {n} text *em* [l](/x{n}.md)\n" for n in range(8_000)
-    ),
-    "a paragraph dense with links": "".join(
-        f"see [l{n}](/p/{n}.md#a) <https://e{n}.com/x> https://b{n}.org/y [[Note {n}|lab]]\n"
-        for n in range(1_500)
-    ),
-}
+SCALE = 4
+"""The shared hostile shapes (``support.shapes``, the analysis bench's) at a quarter of the
+bench's size: each body from 50 KB to 0.5 MB, analysed under tracemalloc in seconds."""
+SHAPES = hostile(SCALE)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
 def test_analysis_peaks_within_four_times_the_body(shape: str) -> None:
-    body = SHAPES[shape].encode()
-    assert len(body) > 30_000
+    body = SHAPES[shape]
+    assert len(body) > 40_000
     assert peak(body) <= BOUND
 
 
@@ -93,7 +69,7 @@ def test_analysis_leaves_no_cycle_holding_the_body() -> None:
     a server with many long-lived objects runs rarely: a cycle reaching the body (the link
     extractor and its sink once made one) kept the last large body and its links' tails
     resident after a publish (x1: 1.1 MB, most of "other Python objects")."""
-    body = SHAPES["a paragraph dense with links"].encode()
+    body = next(body for name, body in SHAPES.items() if name.startswith("dense inline links"))
     analyze(WARM)
     gc.collect()
     gc.disable()

@@ -17,19 +17,18 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import metadata, storefmt
-from markproto.protocol.linkkinds import AUTOLINK, INLINE, REFERENCE, Link
-from markproto.server.search.links import (
+from markproto.protocol.linkkinds import (
+    AUTOLINK,
     EXTERNAL,
+    INLINE,
     INTERNAL,
     MISSING,
     MISSING_ANCHOR,
     OK,
-    Edge,
-    LinkIndex,
-    links_of,
-    pack,
-    unpack,
+    REFERENCE,
+    Link,
 )
+from markproto.server.search.links import Edge, LinkIndex, links_of, pack, unpack
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.storage.layout import version_parts

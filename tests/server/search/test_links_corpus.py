@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support import shared_path
 
-from markproto.protocol import links
+from markproto.protocol import linkkinds, links
 from markproto.server.search.links import LinkIndex
 from markproto.server.search.service import Lookup
 from markproto.server.storage.store import Version
@@ -76,9 +76,9 @@ def test_every_link_that_resolves_by_hand_resolves(name: str) -> None:
         assert edge is not None, (source, raw)
         expected = by_hand(root, source, raw)
         if expected is None:
-            assert edge.state == links.MISSING, (source, raw, edge)
+            assert edge.state == linkkinds.MISSING, (source, raw, edge)
         else:
-            assert (edge.target, edge.state != links.MISSING) == (expected, True), (source, raw)
+            assert (edge.target, edge.state != linkkinds.MISSING) == (expected, True), (source, raw)
             checked += 1
     assert checked > (60 if name == "prometheus-docs" else 80)
 
@@ -150,7 +150,9 @@ def test_links_with_anchors_resolve_as_a_reader_follows_them(
 ) -> None:
     _, index = published(name)
     found = [e for e in index.outbound(source) if e.raw == raw]
-    assert found and all((e.target, e.anchor, e.state) == (target, anchor, links.OK) for e in found)
+    assert found and all(
+        (e.target, e.anchor, e.state) == (target, anchor, linkkinds.OK) for e in found
+    )
 
 
 PROMETHEUS_BAD_ANCHORS = {
@@ -172,16 +174,16 @@ headings were renamed; ``Limiting the bucket count`` is ``#limiting-the-bucket-c
 def test_the_broken_links_are_the_real_ones() -> None:
     root, index = published("prometheus-docs")
     edges = [e for p in index.paths() for e in index.outbound(p)]
-    missing = {(e.source, e.raw) for e in edges if e.state == links.MISSING}
+    missing = {(e.source, e.raw) for e in edges if e.state == linkkinds.MISSING}
     hand = {(s, raw) for s, raw in hand_links(root) if by_hand(root, s, raw) is None}
     assert hand <= missing
     assert all(by_hand(root, source, raw) is None for source, raw in missing)
     assert len(missing) > 50  # pages of the site outside docs/, and its images
-    bad_anchors = {(e.source, e.raw) for e in edges if e.state == links.MISSING_ANCHOR}
+    bad_anchors = {(e.source, e.raw) for e in edges if e.state == linkkinds.MISSING_ANCHOR}
     assert bad_anchors == PROMETHEUS_BAD_ANCHORS
     _, fastapi = published("fastapi-docs")
     edges = [e for p in fastapi.paths() for e in fastapi.outbound(p)]
-    broken = [e for e in edges if e.state not in (links.OK, links.EXTERNAL)]
+    broken = [e for e in edges if e.state not in (linkkinds.OK, linkkinds.EXTERNAL)]
     assert [(e.source, e.raw) for e in broken] == [
         ("/translation-banner.md", "ENGLISH_VERSION_URL")
     ]
@@ -209,7 +211,11 @@ def test_backlinks_are_what_a_scan_of_every_body_finds(name: str) -> None:
     for source, text in bodies.items():
         for link in links.extract(text):
             to = links.follow(link, source, Everything())
-            if to.state != links.MISSING and to.kind != links.EXTERNAL and to.target != source:
+            if (
+                to.state != linkkinds.MISSING
+                and to.kind != linkkinds.EXTERNAL
+                and to.target != source
+            ):
                 scanned.setdefault(to.target, Counter())[source] += 1
     assert sum(map(len, scanned.values())) > 50
     for path in bodies:
