@@ -9,9 +9,10 @@ is most of the peak of a small body and little of a large one's. The shapes are 
 bench's (docs/PERFORMANCE.md, "Analysis speed"), which reports their peaks at full size without
 the allowance.
 
-The allowance is what the worst shape needs at this size (a run of distinct terms: 201 KiB), with
-room for hash order to move it: tuples made from generators once kept 677 KiB in CPython's free
-lists for 5,000 headings of every level (``mdoutline.iter_own_spans``' trails), which it fails.
+The allowance is what the worst shape needs at this size (dense reference links: 201 KiB, most of
+it one run of distinct terms), with room for hash order to move it: tuples made from generators
+once kept 677 KiB in CPython's free lists for 5,000 headings of every level
+(``mdoutline.iter_own_spans``' trails), which it fails.
 """
 
 from __future__ import annotations
