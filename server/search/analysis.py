@@ -537,7 +537,8 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         above: set[str] = set()
         if span.trail:
             own = trail_words[span.trail[-1]]
-            above = set().union(*(trail_words[heading] for heading in span.trail[:-1])) - own
+            # a list, not a generator, to unpack: see ``mdoutline.iter_own_spans``'s trail
+            above = set().union(*[trail_words[heading] for heading in span.trail[:-1]]) - own
         if whole and found.fits(len(values) + len(own) + len(above)):
             for term in own:
                 values[term] = values.get(term, 0) | IN_TRAIL | IN_HEADING
