@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -685,6 +686,38 @@ def test_any_writes_and_freezes_give_the_index_of_the_last_versions(
             (h.entry.path, h.anchor, h.score) for h in fresh.hits(query)
         ]
     assert index.index.terms == fresh.index.terms
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["/a.md", "/b.md", "/c.md"]),
+            st.one_of(st.none(), st.tuples(BODY, META)),
+        ),
+        max_size=8,
+    )
+)
+def test_the_holders_of_a_word_are_the_documents_whose_tags_or_title_hold_it(
+    writes: list[tuple[str, tuple[str, dict[str, str]] | None]],
+) -> None:
+    """The identifier words read whether a row's tags or title hold a word from that word's
+    holders (``_holds``), not from its entry: after any puts and removals they agree, for
+    every live document and every word."""
+    index, live = docs(), set()
+    for path, version in writes:
+        if version is None:
+            index.index.remove(path)
+            live.discard(path)
+        else:
+            index.put(path, *version)
+            live.add(path)
+    body, paths = index.index, sorted(live)
+    starts = [body._paths[path] for path in paths]
+    words = set(query_terms(" ".join(WORDS))) | {"kiwi", "pear", "a", "b", "absent"}
+    for word in words:
+        held = bodyindex._holds(body._holders.get(word, array("I")), starts)
+        assert held == [word in body.entry(path).terms for path in paths]  # type: ignore[union-attr]
 
 
 # --- every way of reading a postings list ranks alike -------------------------------------------
