@@ -9,7 +9,7 @@ from array import array
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.server.search.analysis import FLAG_BITS
+from markproto.server.search.analysis import FLAG_BITS, IN_HEADING, combine
 from markproto.server.search.postings import PostingLists
 
 TERMS = ["a", "b", "kiwi", "é", "\U0001f600", "zz", "b\udc80"]
@@ -83,6 +83,57 @@ def test_a_vocabulary_of_many_blocks_finds_every_term(
             for term in model.keys() | absent:
                 assert list(copy.get(term)) == model.get(term, [])
             assert len(copy) == len(model)
+
+
+RUN = st.lists(
+    st.tuples(st.booleans(), st.dictionaries(st.sampled_from(TERMS), st.integers(1, 40))),
+    min_size=1,
+    max_size=4,
+)
+"""A run of postings: sections, each going on from the last run's last one or not, and each
+term's frequency in it."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(RUN, st.booleans()), max_size=8))
+def test_a_section_split_between_runs_is_one_entry(runs: list[tuple[object, bool]]) -> None:
+    """A long section's postings come in several runs (``analysis.RUN_TERMS``): its entries in
+    each are combined into one, the frequencies added (capped) and the flags or-ed, in the
+    tail and through the merges after it (none comes between a section's runs: a batch's runs
+    go in before a merge)."""
+    lists, model = PostingLists(), {}
+    slot = 0
+    for sections, freeze in runs:
+        assert isinstance(sections, list)
+        per_term: dict[str, list[int]] = {}
+        for go_on, counts in sections:
+            slot += 0 if go_on or slot == 0 else 1
+            for term, tf in counts.items():
+                entry = slot << FLAG_BITS | (tf & 63) | (IN_HEADING if tf > 30 else 0)
+                found = model.setdefault(term, [])
+                if found and found[-1] >> FLAG_BITS == slot:
+                    found[-1] = combine(found[-1], entry)
+                else:
+                    found.append(entry)
+                own = per_term.setdefault(term, [])
+                if own and own[-1] >> FLAG_BITS == slot:
+                    own[-1] = combine(own[-1], entry)
+                else:
+                    own.append(entry)
+        terms = list(per_term)
+        entries = array("I", (entry for term in terms for entry in per_term[term]))
+        counts = array("I", (len(per_term[term]) for term in terms))
+        base = min(entries, default=0) >> FLAG_BITS  # slots from a base, as a batch's are
+        shifted = array("I", (entry - (base << FLAG_BITS) for entry in entries))
+        lists.extend("\n".join(terms), counts, shifted, base)
+        if freeze:
+            lists.freeze(slot + 1)
+            slot += 1
+        for term in TERMS:
+            assert list(lists.get(term)) == model.get(term, [])
+    lists.freeze(slot + 1)
+    for term in TERMS:
+        assert list(lists.get(term)) == model.get(term, [])
 
 
 def test_a_merge_holds_no_object_per_frozen_term() -> None:
