@@ -348,7 +348,7 @@ def opening_paragraph(body: str) -> str:
     """The first top-level paragraph's raw source, trimmed, or ""; frontmatter is not one."""
     _, content_start = split_frontmatter(body)
     content = body[content_start:]
-    from markproto.protocol.mdparse import first_paragraph
+    from markproto.protocol.mdtokens import first_paragraph
 
     span = first_paragraph(content)
     return "" if span is None else trim_space(content[span[0] : span[1]])
