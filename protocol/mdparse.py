@@ -21,17 +21,17 @@ import html
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["ParsedHeading", "find_headings", "iter_headings"]
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedHeading:
+class ParsedHeading(NamedTuple):
     """A heading as the parse finds it: its level, its text (what goldmark's ``ast.Text`` nodes
     hold), and the line its text starts on, number ``line`` (from 0) spanning ``[start, line_end)``
-    of the content."""
+    of the content. A named tuple: made in half a frozen dataclass's time, one per heading."""
 
     level: int
     text: str
@@ -226,22 +226,36 @@ block tree are a few times its size, so this bounds the parse's memory, not the 
 PIECE_LINES = 128
 """Lines of content parsed at a time at most: a line's block tree costs about a kilobyte
 whatever its length, so short lines (a piece of one-line headings) are counted, not measured."""
-_CUT = re.compile(r"^(?:#{1,6}(?:[ \t]|$)|(?:(?<=\n\n)|(?<=\n\r\n))[!-~])", re.MULTILINE)
-"""Where a piece may end: before an ATX heading line at the left margin (it closes every open
-container), or before a line at the margin after an empty line (no paragraph is open to be lazy
-or underlined, and a line at the margin continues no list item, quote or indented code). The
-parse before it cannot reach past it, unless a fence, an HTML block or link definitions are
-still open."""
+_CUT = re.compile(r"\n(?=#{1,6}(?:[ \t]|$)|(?<=\n\n)[!-~]|(?<=\n\r\n)[!-~])", re.MULTILINE)
+"""Where a piece may end, after the newline matched: before an ATX heading line at the left
+margin (it closes every open container), or before a line at the margin after an empty line (no
+paragraph is open to be lazy or underlined, and a line at the margin continues no list item,
+quote or indented code). The parse before it cannot reach past it, unless a fence, an HTML block
+or link definitions are still open. (Matched from the newline, not ``^``: a literal first
+character is searched for in C, six times faster than trying every position.)"""
 _CUT_BYTES = re.compile(_CUT.pattern.encode(), re.MULTILINE)
 _DEEP = re.compile(r"^(?:[ \t>]|[-+*][ \t]|[0-9]{1,9}[.)][ \t]){64}", re.MULTILINE)
 """A line opening with 64 things that may each open a container or indent one (a tab indents
 one or two list levels): only such a line can nest blocks deep enough (about 170 levels) to
 exhaust Python's stack."""
 _DEEP_BYTES = re.compile(_DEEP.pattern.encode(), re.MULTILINE)
+_DEEP_HINT = re.compile(r"[ \t>\-+*0-9.)]{64}")
+"""64 characters that those things are made of, opening every ``_DEEP`` line: searched for
+after a newline (a literal, which C finds: six times faster than searching for ``_DEEP``)."""
+_DEEP_HINT_BYTES = re.compile(_DEEP_HINT.pattern.encode())
+_DEEP_AFTER = re.compile("\n" + _DEEP_HINT.pattern)
+_DEEP_AFTER_BYTES = re.compile(_DEEP_AFTER.pattern.encode())
 _DEFINITION_END = re.compile(r"\]:")
 """Every link reference definition holds this; content without it after a point defines no
 label there."""
 _DEFINITION_END_BYTES = re.compile(rb"\]:")
+
+
+@lru_cache(maxsize=16)
+def _line_run(count: int, is_bytes: bool) -> re.Pattern[Any]:
+    """``count`` lines, each up to its newline (``_pieces``' piece of short lines)."""
+    pattern = rf"(?:[^\n]*\n){{{count}}}"
+    return re.compile(pattern.encode() if is_bytes else pattern)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +295,15 @@ def iter_headings(
     maybe = _MAYBE_HEADING_BYTES if is_bytes else _MAYBE_HEADING
     if maybe.search(content, start) is None:  # type: ignore[arg-type]
         return
-    deep = _DEEP_BYTES if is_bytes else _DEEP
-    if deep.search(content, start) is not None:  # type: ignore[arg-type]
+    first, after, deep = (
+        (_DEEP_HINT_BYTES, _DEEP_AFTER_BYTES, _DEEP_BYTES)
+        if is_bytes
+        else (_DEEP_HINT, _DEEP_AFTER, _DEEP)
+    )
+    if (
+        first.match(content, start) is not None  # type: ignore[arg-type]
+        or after.search(content, start) is not None  # type: ignore[arg-type]
+    ) and deep.search(content, start) is not None:  # type: ignore[arg-type]
         try:
             found = list(_iter_headings(content, chunk, start, scan=False))
         except RecursionError:
@@ -323,19 +344,16 @@ def _iter_headings(
 def _pieces(content: str | bytes, chunk: int, start: int, scan: bool) -> Iterator[_Piece]:
     """The block parse of ``content[start:]``, one piece at a time (``mdtokens.parse_piece``).
     With ``scan``, a piece ``_scan`` can read is read so, without mistletoe."""
-    cuts = _CUT_BYTES if isinstance(content, bytes) else _CUT
-    newline = b"\n" if isinstance(content, bytes) else "\n"
+    is_bytes = isinstance(content, bytes)
+    cuts = _CUT_BYTES if is_bytes else _CUT
     pos, size = start, chunk
     while pos < len(content):
         end = len(content)
-        cut = pos
-        for _ in range(PIECE_LINES * size // chunk):  # short lines: fewer than ``size`` bytes
-            cut = content.find(newline, cut, pos + size) + 1  # type: ignore[arg-type]
-            if not cut:
-                cut = pos + size
-                break
-        if cut < len(content) and (next_cut := cuts.search(content, cut)):  # type: ignore[arg-type]
-            end = next_cut.start()
+        # short lines: fewer than ``size`` bytes, up to the end of the last line counted
+        lines = _line_run(PIECE_LINES * size // chunk, is_bytes).match(content, pos, pos + size)
+        cut = pos + size if lines is None else lines.end()
+        if cut < len(content) and (next_cut := cuts.search(content, cut - 1)):  # type: ignore[arg-type]
+            end = next_cut.start() + 1
         piece = content[pos:end]
         scanned = _scan(piece, end == len(content)) if scan else None
         if scanned is _GROW:
@@ -493,14 +511,17 @@ def _scan(piece: str | bytes, last: bool) -> _Scanned | None:
     count = text.count("\n") - text.endswith("\n")
     if not headings:
         return [], count
-    starts = None
+    lengths = None
+    """Where the piece is non-ASCII bytes, the bytes before each line less its number."""
     if isinstance(piece, bytes) and not piece.isascii():
-        starts = [0, *accumulate(len(line) + 1 for line in piece.split(b"\n"))]
+        lengths = list(accumulate(map(len, piece.split(b"\n")), initial=0))
     sources = []
     newline = b"\n" if isinstance(piece, bytes) else "\n"
+    number, counted = -1, 0
     for level, source, at in headings:
-        number = text.count("\n", 0, at + 1) - 1
-        first = at if starts is None else starts[number]
+        number += text.count("\n", counted, at + 1)
+        counted = at + 1
+        first = at if lengths is None else lengths[number] + number
         end = piece.find(newline, first) + 1 or len(piece)  # type: ignore[arg-type]
         sources.append((level, source, number, first, end))
     return sources, count
