@@ -548,10 +548,11 @@ def _blank_reach(text: str, stop: int) -> int:
 
 
 def _html_reach(text: str, line: str, stop: int) -> int:
-    """Where an HTML block opened at ``line`` (ending at ``stop`` of ``text``) may end at the
-    latest: its own line, the next blank line, or its end marker's first occurrence (0 when
-    the line opens none; past the text when the block may run to its end). A block is one
-    only where the line is at the top level; the bound holds either way."""
+    """Where an HTML block of kinds 1 to 5 opened at ``line`` (ending at ``stop`` of ``text``)
+    may end at the latest: its end marker's first occurrence (0 when the line opens no such
+    block or closes it: the caller bounds it by the next blank line; past the text when the
+    block may run to its end). A block is one only where the line is at the top level; the
+    bound holds either way."""
     if len(line) - len(line.lstrip()) >= 4:
         return 0
     end = _raw_html_end(line)
