@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from markproto.protocol.gotext import SPACE, equal_fold, lower, trim_space
 from markproto.protocol.limits import MAX_FRONTMATTER
@@ -69,10 +69,10 @@ class OwnSection:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class OwnSpan:
+class OwnSpan(NamedTuple):
     """A section as ``iter_own_spans`` streams it: its heading's level and text (the preamble's
-    are 0 and ""), its trail, and where its own text starts and stops in the body."""
+    are 0 and ""), its trail, and where its own text starts and stops in the body. A named
+    tuple: made in half a frozen dataclass's time, one per section."""
 
     level: int
     heading: str
@@ -348,7 +348,7 @@ def opening_paragraph(body: str) -> str:
     """The first top-level paragraph's raw source, trimmed, or ""; frontmatter is not one."""
     _, content_start = split_frontmatter(body)
     content = body[content_start:]
-    from markproto.protocol.mdparse import first_paragraph
+    from markproto.protocol.mdtokens import first_paragraph
 
     span = first_paragraph(content)
     return "" if span is None else trim_space(content[span[0] : span[1]])

@@ -53,7 +53,8 @@ analyses again only the documents changed since, never every body. The first com
 first quiet interval after the start-up build; the file is rewritten whole (a 29.5 MB root's
 is about 15 MB), so not more often than this."""
 WARM = (
-    "markproto.protocol.mdparse",  # with mistletoe: a document's analysis (a PUBLISH, a build)
+    "markproto.protocol.mdparse",  # a document's analysis (a PUBLISH, a build); not mistletoe:
+    # ``mdtokens`` loads it for the few pieces and headings that need it (most folders: none)
     "markproto.protocol.mdoutline",
     "markproto.protocol.document",
     "markproto.protocol.links",

@@ -42,6 +42,7 @@ takes seconds; servers of other roots may share the folder, so a younger one may
 _RULES = (
     "markproto.protocol.gotext",
     "markproto.protocol.mdparse",
+    "markproto.protocol.mdtokens",
     "markproto.protocol.mdoutline",
     "markproto.protocol.document",
     "markproto.server.search.text",
@@ -50,6 +51,7 @@ _RULES = (
     "markproto.server.search.catalog",
     "markproto.server.search.links",
     "markproto.protocol.links",
+    "mistletoe",  # its ``__init__``, which holds its version: found, not imported
 )
 """The modules whose rules a saved index was made by."""
 
@@ -87,7 +89,8 @@ def file_for(state_dir: Path, root: Path) -> Path:
 
 @cache
 def fingerprint() -> str:
-    """The code a saved index depends on: the rules' sources and mistletoe's version. Once per
+    """The code a saved index depends on: the rules' sources and mistletoe's version (in its
+    ``__init__``'s source, read without importing mistletoe: a slow import). Once per
     process: the code that runs is the code read first (an upgrade in place takes a restart),
     and a save while serving then reads no source and imports nothing."""
     digest = hashlib.sha256(f"{FORMAT}\n".encode())
@@ -95,9 +98,6 @@ def fingerprint() -> str:
         spec = importlib.util.find_spec(name)
         assert spec is not None and spec.origin is not None
         digest.update(Path(spec.origin).read_bytes())
-    import mistletoe  # its own version string (importlib.metadata is 22 modules, 2 MiB at once)
-
-    digest.update(mistletoe.__version__.encode())
     return digest.hexdigest()
 
 

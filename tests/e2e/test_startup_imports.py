@@ -24,6 +24,7 @@ from markproto.server.app import WARM
 NOT_BEFORE_A_DOCUMENT = (
     "markproto.protocol.links",  # the link rules: their patterns compile at import
     "markproto.protocol.mdoutline",
+    "markproto.protocol.mdtokens",  # mistletoe's token classes (WARM does not import them)
     "markproto.protocol.document",
     "markproto.server.handlers.lookup",
     "markproto.server.handlers.links",

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from markproto.protocol import mdparse
-from markproto.protocol.mdparse import ParsedHeading, find_headings, first_paragraph
+from markproto.protocol import mdparse, mdtokens
+from markproto.protocol.mdparse import ParsedHeading, find_headings
+from markproto.protocol.mdtokens import first_paragraph
 
 
 def test_headings_carry_their_first_line() -> None:
@@ -108,25 +109,28 @@ def test_pieces_parse_as_the_whole(content: str, chunk: int, crlf: bool, as_byte
     assert find_headings(form, chunk=chunk) == whole
 
 
-HEADING_SOURCE = st.text(alphabet=st.sampled_from([*"ab `*_é "]), min_size=1, max_size=30).filter(
-    lambda source: source.strip() == source
+HEADING_SOURCE = (
+    st.lists(
+        st.sampled_from([*"ab `*_é [&!<(,'", "**", "](", "](/u)", "](h:x)", "&a"]), max_size=20
+    )
+    .map("".join)
+    .filter(lambda source: source != "" and source.strip() == source)
 )
 
 
-@settings(max_examples=400, deadline=None)
-@given(HEADING_SOURCE)
-def test_code_span_headings_read_without_mistletoe_as_mistletoe_reads_them(source: str) -> None:
-    """A heading whose only inline syntax is code spans skips mistletoe's inline parser: the
-    text is what that parser gives, wherever the fast reading applies."""
-    quick = mdparse._code_text(source)
+@settings(max_examples=1500, deadline=None)
+@given(HEADING_SOURCE, st.booleans())
+def test_quick_headings_read_without_mistletoe_as_mistletoe_reads_them(
+    source: str, defined: bool
+) -> None:
+    """A heading whose only inline syntax is code spans, simple emphasis or plain links skips
+    mistletoe's inline parser: the text is what that parser gives, wherever the quick reading
+    applies, whatever link references the document defines."""
+    quick = mdparse._quick_text(source)
     if quick is None:
         return
-    with mdparse._LOCK:
-        root = mdparse._new_root({})
-        with mdparse._patched(
-            (mdparse.span_token, "_token_types", mdparse._SPAN_TOKENS),
-            (mdparse.mistletoe_token, "_root_node", root),
-        ):
-            want = mdparse._inline_text(mdparse.span_token.tokenize_inner(source))
+    definitions = mdtokens.parse_piece(["[a]: /d", "[b]: /e"])[3] if defined else {}
+    with mdtokens.inline_parser(definitions) as parse:
+        want = parse(source)
     assert quick == want
     assert [heading.text for heading in find_headings(f"# {source}\n")] == [want]

@@ -65,6 +65,13 @@ LINES = [
     "- - -",
     "-",
     "  ---",
+    "    # code comment",
+    "  # yaml comment",
+    "> # in code",
+    "   ```",
+    "  ~~~ x",
+    "def f() -> list[A]:",
+    "x[1]: y",
 ]
 OTHERS = [
     # what sends a piece to mistletoe
@@ -136,6 +143,13 @@ def test_the_scan_finds_what_mistletoe_finds_in_bytes(
         "# a\n```\n" + "text\n" * 300 + "# b\n",
         "- a\n\u00a0\u00a0# x\n# y\n",
         "> a\n# b\n- c\n# d\n",
+        "# a\n```\n    # code\n  ```\n# b\n",
+        "# a\n```\n    # code\n    ```\n# hidden\n```\n# b\n",
+        "# a\n```\nx[1]: y\n```\n# b\n",
+        "# a\n[x\n```\n# b]: /u\n```\n# c\n",
+        "# a\n[x\n\n```\n# b]: /u\n```\n# c [x]\n",
+        "# a\n```\n[x]: /u\n```\n[x]: /v\n# c [x]\n",
+        "# a\n[x]: /u\n```\n]: y\n```\n# c [x]\n",
     ],
 )
 def test_the_scan_agrees_on_what_may_hide_a_heading(content: str) -> None:
