@@ -184,6 +184,8 @@ def test_the_masking_shortcuts_equal_the_general_rules(text: str) -> None:
         elif char == "]" and stack:
             want[stack.pop()] = at
     assert links._closing_brackets(masked) == want
+    if links._NESTED.search(masked) is None:
+        assert {at: masked.find("]", at) for at, c in enumerate(masked) if c == "["} == want
     closing = links._Closing(masked)
     for at, char in enumerate(masked):
         if char == "[":
