@@ -56,6 +56,7 @@ __all__ = [
     "extract",
     "follow",
     "lands",
+    "offsite",
     "parse_target",
     "resolve",
 ]
@@ -824,18 +825,11 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
     """
     if syntax == WIKI:
         return _wiki(raw, source)
-    text = raw.strip()
-    if text.startswith("<") and text.endswith(">"):
-        text = text[1:-1]
-    if syntax == AUTOLINK and text[:4].lower() == "www.":
-        return Target(url="http://" + text)
-    scheme = _SCHEME.match(text)
-    if scheme is not None:
-        if scheme.group().lower() != "mark:" or text[5:7] != "//":
-            return Target(url=text)
-        return _mark_url(text)
-    if text.startswith("//") or syntax == AUTOLINK:
+    text, url = _written(raw, syntax)
+    if url:
         return Target(url=text)
+    if text[:7].lower() == "mark://":
+        return _mark_url(text)
     location, _, anchor = text.partition("#")
     location = location.partition("?")[0]
     anchor = unquote(anchor)
@@ -844,6 +838,26 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
     location = unquote(location)
     rooted = location if location.startswith("/") else paths.parent(source) + "/" + location
     return _site_path(rooted, anchor)
+
+
+def offsite(raw: str, syntax: str) -> bool:
+    """Whether a target written so is a URL off every server, whatever document holds it: one
+    ``parse_target`` gives no path (a ``mark://`` URL is not: it may name this server)."""
+    return syntax != WIKI and _written(raw, syntax)[1]
+
+
+def _written(raw: str, syntax: str) -> tuple[str, bool]:
+    """A target but a wikilink's as written, out of its angle brackets (a ``www.`` autolink as
+    an ``http://`` URL), and whether it is a URL off every server (``offsite``)."""
+    text = raw.strip()
+    if text.startswith("<") and text.endswith(">"):
+        text = text[1:-1]
+    if syntax == AUTOLINK and text[:4].lower() == "www.":
+        return "http://" + text, True
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        return text, scheme.group().lower() != "mark:" or text[5:7] != "//"
+    return text, text.startswith("//") or syntax == AUTOLINK
 
 
 def _site_path(rooted: str, anchor: str, authority: str = "") -> Target:

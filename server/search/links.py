@@ -55,7 +55,7 @@ __all__ = [
 
 
 _FIELD, _RECORD = "\x1f", "\x1e"
-_RECORD_BYTE = _RECORD.encode()
+_RECORD_BYTE, _FIELD_BYTE = _RECORD.encode(), _FIELD.encode()
 _SYNTAX = (kinds.INLINE, kinds.REFERENCE, kinds.AUTOLINK, kinds.HTML, kinds.WIKI)
 _CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
 _INFLATE = 32 << 10
@@ -123,7 +123,12 @@ def unpack(data: bytes, start: int = 0, stop: int | None = None) -> list[Link]:
 
 
 def links_of(data: bytes) -> Iterator[Link]:
-    """The links ``pack`` packed, one at a time, each record decoded on its own: a document's
+    """The links ``pack`` packed, one at a time (``_records``)."""
+    return map(_link, _records(data))
+
+
+def _records(data: bytes) -> Iterator[bytes]:
+    """The records ``pack`` packed, one at a time, each decoded on its own: a document's
     thousands are never all objects, nor one string, at once (the release notes' 7,203 links
     decoded whole are a 2 MB string: one emoji makes every character of it four bytes). The
     record is inflated ``_INFLATE`` bytes at a time: ``zlib.decompress`` of the release notes'
@@ -142,9 +147,8 @@ def links_of(data: bytes) -> Iterator[Link]:
         if not chunk and not tail and at >= len(view):
             break  # truncated: what was whole is given
         *records, carry = (carry + chunk).split(_RECORD_BYTE)
-        for record in records:
-            yield _link(record)
-    yield _link(carry)
+        yield from records
+    yield carry
 
 
 def _link(record: bytes) -> Link:
@@ -203,10 +207,13 @@ class _Doc:
         predicate, target = list(relations(self.meta))[number - self.count]
         return Link(0, "", target, "", RELATION, predicate)
 
-    def all_links(self) -> Iterator[Link]:
-        yield from links_of(self.links)
-        for predicate, target in relations(self.meta):
-            yield Link(0, "", target, "", RELATION, predicate)
+    def targets(self) -> Iterator[tuple[str, str]]:
+        """Each link's target and syntax, in the links' order (relations last)."""
+        for record in _records(self.links):
+            code, target = record.split(_FIELD_BYTE, 4)[1:4:2]
+            yield target.decode("utf-8", "surrogatepass"), _SYNTAX[int(code)]
+        for _, relation in relations(self.meta):
+            yield relation, RELATION
 
     def chosen(self, wanted: frozenset[str] | None) -> tuple[int, list[tuple[int, Link]]]:
         """The links ``wanted`` keeps (predicates, ``""`` for body links; None: all): how many
@@ -284,11 +291,13 @@ class LinkIndex:
     def _keys(self, doc: _Doc) -> Iterator[tuple[str, int]]:
         # The link rules are imported with the first document: their patterns compile at
         # import, and a server with no documents never needs them.
-        from markproto.protocol.links import parse_target
+        from markproto.protocol.links import offsite, parse_target
 
         base = doc.number << _LINK_SHIFT
-        for number, link in enumerate(doc.all_links()):
-            target = parse_target(link.target, doc.path, link.syntax)
+        for number, (raw, syntax) in enumerate(doc.targets()):
+            if offsite(raw, syntax):
+                continue  # most links: no path they may lead to
+            target = parse_target(raw, doc.path, syntax)
             for rank, key in enumerate(target.keys):
                 first = rank == 0 and bool(target.candidates) and not target.authority
                 yield key, base | number << 1 | first

@@ -293,6 +293,7 @@ def test_every_link_written_in_prose_is_found_once(pairs: list[tuple[str, str]])
 )
 def test_what_a_target_means(raw: str, syntax: str, want: Target) -> None:
     assert parse_target(raw, "/docs/a.md", syntax) == want
+    assert links.offsite(raw, syntax) == (not want.internal)
 
 
 def test_a_target_resolves_to_the_first_document_that_exists() -> None:
@@ -328,8 +329,10 @@ def test_any_target_reads_as_a_clean_path_or_a_url(raw: str, syntax: str) -> Non
     if target.internal:
         assert target.path.startswith("/") and ".." not in target.path.split("/")
         assert target.candidates and all(c.startswith("/") for c in target.candidates)
+        assert not links.offsite(raw, syntax)
     else:
         assert not target.candidates
+        assert links.offsite(raw, syntax) or "mark://" in raw.lower()  # a mark:// URL: maybe ours
 
 
 # --- anchors ----------------------------------------------------------------------------------
