@@ -77,12 +77,13 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
     )
 
 
-def tail(link: Link) -> str | None:
-    """What ``pack`` keeps of a link but its line and section (None: it is left out), so a
-    caller that learns the sections later holds one string a link meanwhile."""
+def tail(link: Link) -> bytes | None:
+    """What ``pack`` keeps of a link but its line and section, in UTF-8 (None: it is left
+    out), so a caller that learns the sections later holds a few bytes a link meanwhile."""
     if has_control(link.target, tab_ok=True):
         return None
-    return _FIELD.join((_CODE[link.syntax], link.target, _one_line(link.label)))
+    rest = f"{_CODE[link.syntax]}{_FIELD}{link.target}{_FIELD}{_one_line(link.label)}"
+    return rest.encode("utf-8", "surrogatepass")
 
 
 _WINDOW_BITS, _MEMORY_LEVEL = 13, 4
@@ -91,26 +92,47 @@ KB, which every analysis of a body with links held; the FastAPI corpus's records
 larger (bodies of links alone, smaller). ``zlib.decompress`` reads any window."""
 
 
-def pack_tails(found: Iterable[tuple[int, str, str]]) -> tuple[bytes, int]:
+_BATCH = 64
+"""Records compressed at a time: the compressor's output is the same however its input is cut,
+and one call a record cost more than the compressing."""
+
+
+def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[bytes, int]:
     """``pack`` of links given as line, section and ``tail``, in the order of the body,
     compressed as they come (the record is never held whole)."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, _WINDOW_BITS, _MEMORY_LEVEL)
     out: list[bytes] = []
+    batch: list[bytes] = []
     count = 0
+    named, encoded = "", b""
+    """The last section seen and its UTF-8 (``b""``: it holds a control character)."""
     for line, section, rest in found:
-        if has_control(section):
+        if section != named:
+            named = section
+            encoded = b"" if has_control(section) else section.encode("utf-8", "surrogatepass")
+        if section and not encoded:
             continue
-        code, _, target_label = rest.partition(_FIELD)
-        record = _FIELD.join((str(line), code, section, target_label))
-        piece = f"{_RECORD}{record}" if count else record
-        chunk = compressor.compress(piece.encode("utf-8", "surrogatepass"))
-        if chunk:  # most records add nothing yet: no empty chunk held for each
-            out.append(chunk)
+        # line, code, section, target and label: the tail is code, target and label
+        batch.append(_FIELD_BYTE.join((b"%d" % line, rest[:1], encoded, rest[2:])))
         count += 1
+        if len(batch) == _BATCH:
+            _compress(compressor, batch, count, out)
     if not count:
         return b"", 0
+    if batch:
+        _compress(compressor, batch, count, out)
     out.append(compressor.flush())
     return b"".join(out), count
+
+
+def _compress(compressor: zlib._Compress, batch: list[bytes], count: int, out: list[bytes]) -> None:
+    """``batch``'s records into ``out`` (``count`` records so far, the batch's among them), and
+    let go."""
+    piece = _RECORD_BYTE.join(batch)
+    chunk = compressor.compress(_RECORD_BYTE + piece if count > len(batch) else piece)
+    if chunk:  # most batches add nothing yet: no empty chunk held for each
+        out.append(chunk)
+    batch.clear()
 
 
 def _one_line(label: str) -> str:
