@@ -84,7 +84,10 @@ _DESTINATION = re.compile(
     r"\([ \t\n]*(?:<((?:\\.|[^<>\\\n])*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))"
     r"""(?:[ \t\n]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t\n]*\)"""
 )
-_SIMPLE = re.compile(r"\(([^\s()<>\\\"']++)\)")
+_SPACE = "\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""What ``\\s`` matches (``str.isspace``), spelled out: in a class, a table lookup a character,
+not a test of its category."""
+_SIMPLE = re.compile(f"\\(([^{_SPACE}()<>\\\\\"']++)\\)")
 """A destination that is nothing but a target: no space, parenthesis, bracket, escape or quote."""
 _WIKI = re.compile(r"\[\[([^\[\]\n]{1,1000})\]\]")
 _AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
@@ -109,6 +112,8 @@ _TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _MARKS = re.compile(r"\*\*|__|~~|[`*]")
 _SPACES = re.compile(r"\s+")
 _LABEL_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_new_link = tuple.__new__
+"""``Link(...)`` without its Python ``__new__`` (a named tuple's): one made for every link."""
 _NOT_REFERENCE = frozenset({" ", "x", "X", ""})
 """Bracketed text that is a task box or empty, never a shortcut reference."""
 
@@ -404,7 +409,7 @@ class Extractor:
         ):
             return None
         self._kept += 1
-        return Link(line, section, target, _plain(label), syntax)
+        return _new_link(Link, (line, section, target, _plain(label), syntax, ""))
 
     def _inline(self, text: str, line: int, section: str) -> None:
         bare = "://" in text or "www." in text
@@ -443,7 +448,7 @@ class Extractor:
             if angle < pos:
                 angle = masked.find("<", pos)
                 angle = size if angle < 0 else angle
-            at = min(bracket, angle)
+            at = bracket if bracket < angle else angle
             if at == size:
                 break
             pos = at + 1

@@ -4,6 +4,7 @@ code is found once, targets resolve as the rules say), and the ``{#id}`` anchor 
 
 from __future__ import annotations
 
+import re
 import string
 from array import array
 
@@ -166,6 +167,12 @@ def test_uses_no_definition_can_match_are_dropped_unseen(body: str, as_bytes: bo
 
 
 _SYNTAX = st.text(alphabet="ab `\\[]()<>!\n", max_size=60)
+
+
+def test_the_spelled_out_spaces_are_what_the_patterns_call_spaces() -> None:
+    every = "".join(map(chr, range(0x110000)))
+    assert re.findall(f"[{links._SPACE}]", every) == re.findall(r"\s", every)
+    assert re.findall(r"\s", every) == [c for c in every if c.isspace()]
 
 
 @settings(max_examples=400, deadline=None)
