@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -56,6 +56,7 @@ __all__ = [
     "extract",
     "follow",
     "lands",
+    "offsite",
     "parse_target",
     "resolve",
 ]
@@ -76,13 +77,17 @@ _DEFINITION = re.compile(
 _ESCAPE = re.compile(r"\\[!-/:-@\[-`{-~]")
 _TICKS = re.compile(r"`+")
 _BRACKETS = re.compile(r"[\[\]]")
-_FLAT_BRACKETS = re.compile(r"\[[^\[\]]*\]")
+_NESTED = re.compile(r"\[[^\[\]]*+(?:\[|\Z)")
+"""A ``[`` whose next bracket is another ``[``, or none: where brackets nest (or one is open)."""
 _ONE_TICK_SPAN = re.compile(r"`[^`]*`")
 _DESTINATION = re.compile(
     r"\([ \t\n]*(?:<((?:\\.|[^<>\\\n])*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))"
     r"""(?:[ \t\n]+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?[ \t\n]*\)"""
 )
-_SIMPLE = re.compile(r"[^\s()<>\\\"']+")
+_SPACE = "\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+"""What ``\\s`` matches (``str.isspace``), spelled out: in a class, a table lookup a character,
+not a test of its category."""
+_SIMPLE = re.compile(f"\\(([^{_SPACE}()<>\\\\\"']++)\\)")
 """A destination that is nothing but a target: no space, parenthesis, bracket, escape or quote."""
 _WIKI = re.compile(r"\[\[([^\[\]\n]{1,1000})\]\]")
 _AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
@@ -97,16 +102,18 @@ _BARE = re.compile(r"(?:[Hh][Tt][Tt][Pp][Ss]?://|[Mm][Aa][Rr][Kk]://|[Ww][Ww][Ww
 _BARE_TRAIL = re.compile(r"[?!.,:*_~'\";]+$")
 _COMMENT_END = "-->"
 _TEMPLATE = re.compile(r"\{\{|\{%|%7B%7B", re.IGNORECASE)
-_NEWLINE = re.compile("\n")
 _FANCY = re.compile(
-    r"[\[<*_~`\\\t-\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]|  "
+    r"[\[<*_~`\\\t-\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 )
-"""What ``_plain`` would change in a label (a fast test for the common plain one)."""
+"""What ``_plain`` would change in a label but a double space (a fast test for the common
+plain one: a class alone is searched for by the regex engine's fast scan)."""
 _LABEL_LINK = re.compile(r"!?\[((?:\\.|[^\\\[\]])*)\]\((?:\\.|[^()\\]|\([^()]*\))*\)")
 _TAG = re.compile(r"</?[A-Za-z][^>\n]*>")
 _MARKS = re.compile(r"\*\*|__|~~|[`*]")
 _SPACES = re.compile(r"\s+")
 _LABEL_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_new_link = tuple.__new__
+"""``Link(...)`` without its Python ``__new__`` (a named tuple's): one made for every link."""
 _NOT_REFERENCE = frozenset({" ", "x", "X", ""})
 """Bracketed text that is a task box or empty, never a shortcut reference."""
 
@@ -131,7 +138,12 @@ def _blocks(text: str) -> bool:
 def _plain(label: str) -> str:
     """A label as plain text on one line: nested links and images by their text, tags and
     emphasis marks dropped, escapes resolved, whitespace collapsed, cut to ``LABEL_MAX``."""
-    if len(label) <= LABEL_MAX and not _FANCY.search(label) and label.strip() == label:
+    if (
+        len(label) <= LABEL_MAX
+        and not _FANCY.search(label)
+        and "  " not in label
+        and label.strip() == label
+    ):
         return label
     if "[" in label:
         label = _LABEL_LINK.sub(r"\1", label)
@@ -149,10 +161,10 @@ def _normal(label: str) -> str:
     return _SPACES.sub(" ", label.strip()).casefold()
 
 
-_LABEL_DEFINED = re.compile(r"\[((?:\\.|[^\\\[\]]){1,999})\]:")
-"""Every link reference definition's label and colon (``_DEFINITION``), wherever it stands."""
-_LABEL_DEFINED_BYTES = re.compile(_LABEL_DEFINED.pattern.replace("999", "3996").encode())
-"""The same in UTF-8 (a label of 999 characters may take four bytes each)."""
+_LABEL_DEFINED = re.compile(r"\[((?:[^\\\[\]\n]++|\\.)+)\]:")
+"""Every link reference definition's label and colon (``_DEFINITION``), wherever it stands,
+and longer ones: a run of plain characters is read at once, not one alternative a character."""
+_LABEL_DEFINED_BYTES = re.compile(_LABEL_DEFINED.pattern.encode())
 
 
 class _Labels:
@@ -397,23 +409,32 @@ class Extractor:
         ):
             return None
         self._kept += 1
-        return Link(line, section, target, _plain(label), syntax)
+        return _new_link(Link, (line, section, target, _plain(label), syntax, ""))
 
     def _inline(self, text: str, line: int, section: str) -> None:
         bare = "://" in text or "www." in text
         if "[" not in text and "<" not in text and not bare:
             return
-        starts = array("I", [0])
-        if "\n" in text:
-            starts.extend(m.end() for m in _NEWLINE.finditer(text))
+        counted, counted_line = 0, line
+        """Lines are counted on from the last offset asked for: links are found in the order
+        of the text (and then the bare URLs, again from the start)."""
 
         def line_of(offset: int) -> int:
-            return line + bisect_right(starts, offset) - 1
+            nonlocal counted, counted_line
+            if offset < counted:
+                counted, counted_line = 0, line
+            counted_line += text.count("\n", counted, offset)
+            counted = offset
+            return counted_line
 
         masked = _masked(text)
         """``text`` with its code spans and backslash escapes blanked (the same offsets): where
         link syntax is looked for. Labels and targets are read from ``text``."""
-        closing = _closing_brackets(masked) if len(masked) < _SMALL else _Closing(masked)
+        closing: dict[int, int] | _Closing | None = None
+        """Each ``[``'s matching ``]``; None where nothing nests (the common case), so that a
+        ``[``'s match is the next ``]``."""
+        if _NESTED.search(masked) is not None:
+            closing = _closing_brackets(masked) if len(masked) < _SMALL else _Closing(masked)
         taken = array("I")
         """Where links and comments start and end, ascending (kept only if ``bare``): a bare
         URL there is none of its own."""
@@ -427,7 +448,7 @@ class Extractor:
             if angle < pos:
                 angle = masked.find("<", pos)
                 angle = size if angle < 0 else angle
-            at = min(bracket, angle)
+            at = bracket if bracket < angle else angle
             if at == size:
                 break
             pos = at + 1
@@ -449,16 +470,14 @@ class Extractor:
                     continue  # an embedded image or file, not a note
                 self._add(line_of(at), section, target, label if bar else target, WIKI)
                 continue
-            close = closing.get(at)
+            close = masked.find("]", at) if closing is None else closing.get(at)
             if close is None:
                 continue
             label = text[at + 1 : close]
             after = close + 1
             if masked.startswith("(", after):
-                shut = text.find(")", after)
-                simple = text[after + 1 : shut] if shut > 0 else ""
-                if simple and _SIMPLE.fullmatch(simple):  # most: (target) alone
-                    target, pos = simple, shut + 1
+                if simple := _SIMPLE.match(text, after):  # most: (target) alone
+                    target, pos = simple.group(1), simple.end()
                 elif (destination := _DESTINATION.match(text, after)) is not None:
                     target = destination.group(1)
                     if target is None:
@@ -472,7 +491,11 @@ class Extractor:
                     if not image:
                         self._add(line_of(at), section, target, label, INLINE)
                     continue
-            if masked.startswith("[", after) and (end := closing.get(after)) is not None:
+            if (
+                masked.startswith("[", after)
+                and (end := masked.find("]", after) if closing is None else closing.get(after))
+                is not None
+            ):
                 reference = text[after + 1 : end] or label
                 pos = end + 1
                 if not image:
@@ -496,7 +519,11 @@ class Extractor:
                 start, end = taken[index], taken[index + 1]
             else:
                 start = end = len(masked)
-            if start > gap:
+            if start > gap and (
+                masked.find("://", gap, start) >= 0
+                or masked.find("w.", gap, start) >= 0
+                or masked.find("W.", gap, start) >= 0
+            ):  # most gaps hold no URL (``://``, ``www.``): the links' own targets held it
                 self._bare_in(masked, gap, start, line_of, section)
             gap = max(gap, end)
 
@@ -707,12 +734,6 @@ arrays (``_Closing``)."""
 
 def _closing_brackets(masked: str) -> dict[int, int]:
     """``_Closing`` as a dict, for a short paragraph."""
-    if "[" not in masked:
-        return {}
-    flat = {found.start(): found.end() - 1 for found in _FLAT_BRACKETS.finditer(masked)}
-    if len(flat) == masked.count("["):  # every ``[`` closes before the next: nothing nests
-        return flat
-    del flat
     stack: list[int] = []
     out: dict[int, int] = {}
     for found in _BRACKETS.finditer(masked):
@@ -726,18 +747,11 @@ def _closing_brackets(masked: str) -> dict[int, int]:
 
 class _Closing:
     """Each ``[``'s matching ``]`` (balanced) in a masked paragraph (``get``), held as two
-    arrays: where each ``[`` is, and where its ``]`` is (or ``_OPEN``). Where every ``[``
-    closes before the next (nothing nests, the common case), none are held: a ``[``'s match is
-    the next ``]``."""
+    arrays: where each ``[`` is, and where its ``]`` is (or ``_OPEN``)."""
 
-    __slots__ = ("_closes", "_masked", "_opens")
+    __slots__ = ("_closes", "_opens")
 
     def __init__(self, masked: str) -> None:
-        self._masked = masked
-        self._opens = self._closes = array("I")
-        brackets = masked.count("[")
-        if not brackets or brackets == sum(1 for _ in _FLAT_BRACKETS.finditer(masked)):
-            return
         opens, closes = array("I"), array("I")
         stack: list[int] = []
         for found in _BRACKETS.finditer(masked):
@@ -752,10 +766,6 @@ class _Closing:
 
     def get(self, at: int) -> int | None:
         """The ``]`` matching the ``[`` at ``at``, or None."""
-        if not self._opens:
-            if "[" not in self._masked:
-                return None
-            return self._masked.find("]", at)
         index = bisect_left(self._opens, at)
         if index == len(self._opens) or self._opens[index] != at:
             return None
@@ -820,18 +830,11 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
     """
     if syntax == WIKI:
         return _wiki(raw, source)
-    text = raw.strip()
-    if text.startswith("<") and text.endswith(">"):
-        text = text[1:-1]
-    if syntax == AUTOLINK and text[:4].lower() == "www.":
-        return Target(url="http://" + text)
-    scheme = _SCHEME.match(text)
-    if scheme is not None:
-        if scheme.group().lower() != "mark:" or text[5:7] != "//":
-            return Target(url=text)
-        return _mark_url(text)
-    if text.startswith("//") or syntax == AUTOLINK:
+    text, url = _written(raw, syntax)
+    if url:
         return Target(url=text)
+    if text[:7].lower() == "mark://":
+        return _mark_url(text)
     location, _, anchor = text.partition("#")
     location = location.partition("?")[0]
     anchor = unquote(anchor)
@@ -840,6 +843,26 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
     location = unquote(location)
     rooted = location if location.startswith("/") else paths.parent(source) + "/" + location
     return _site_path(rooted, anchor)
+
+
+def offsite(raw: str, syntax: str) -> bool:
+    """Whether a target written so is a URL off every server, whatever document holds it: one
+    ``parse_target`` gives no path (a ``mark://`` URL is not: it may name this server)."""
+    return syntax != WIKI and _written(raw, syntax)[1]
+
+
+def _written(raw: str, syntax: str) -> tuple[str, bool]:
+    """A target but a wikilink's as written, out of its angle brackets (a ``www.`` autolink as
+    an ``http://`` URL), and whether it is a URL off every server (``offsite``)."""
+    text = raw.strip()
+    if text.startswith("<") and text.endswith(">"):
+        text = text[1:-1]
+    if syntax == AUTOLINK and text[:4].lower() == "www.":
+        return "http://" + text, True
+    scheme = _SCHEME.match(text)
+    if scheme is not None:
+        return text, scheme.group().lower() != "mark:" or text[5:7] != "//"
+    return text, text.startswith("//") or syntax == AUTOLINK
 
 
 def _site_path(rooted: str, anchor: str, authority: str = "") -> Target:

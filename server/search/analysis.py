@@ -644,7 +644,7 @@ class _Links:
             if rest is not None:
                 lines.append(link.line)
                 headings.append(int(link.section[1:]) if link.section else -1)
-                tails.extend(rest.encode("utf-8", "surrogatepass"))
+                tails.extend(rest)
                 ends.append(len(tails))
 
         self._extractor = Extractor(body, keep)
@@ -673,12 +673,8 @@ class _Links:
         """The links packed in the order of the body, given each heading's anchor: the
         others in the order of their lines, then within a line the reference links."""
         lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
-        found: Iterable[tuple[int, str, str]] = (
-            (
-                lines[i],
-                anchors[headings[i]],
-                tails[ends[i - 1] if i else 0 : ends[i]].decode("utf-8", "surrogatepass"),
-            )
+        found: Iterable[tuple[int, str, bytes | bytearray]] = (
+            (lines[i], anchors[headings[i]], tails[ends[i - 1] if i else 0 : ends[i]])
             for i in _line_order(lines)
         )
         if self._extractor.reference_sections():

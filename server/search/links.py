@@ -55,7 +55,7 @@ __all__ = [
 
 
 _FIELD, _RECORD = "\x1f", "\x1e"
-_RECORD_BYTE = _RECORD.encode()
+_RECORD_BYTE, _FIELD_BYTE = _RECORD.encode(), _FIELD.encode()
 _SYNTAX = (kinds.INLINE, kinds.REFERENCE, kinds.AUTOLINK, kinds.HTML, kinds.WIKI)
 _CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
 _INFLATE = 32 << 10
@@ -77,12 +77,13 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
     )
 
 
-def tail(link: Link) -> str | None:
-    """What ``pack`` keeps of a link but its line and section (None: it is left out), so a
-    caller that learns the sections later holds one string a link meanwhile."""
+def tail(link: Link) -> bytes | None:
+    """What ``pack`` keeps of a link but its line and section, in UTF-8 (None: it is left
+    out), so a caller that learns the sections later holds a few bytes a link meanwhile."""
     if has_control(link.target, tab_ok=True):
         return None
-    return _FIELD.join((_CODE[link.syntax], link.target, _one_line(link.label)))
+    rest = f"{_CODE[link.syntax]}{_FIELD}{link.target}{_FIELD}{_one_line(link.label)}"
+    return rest.encode("utf-8", "surrogatepass")
 
 
 _WINDOW_BITS, _MEMORY_LEVEL = 13, 4
@@ -91,26 +92,47 @@ KB, which every analysis of a body with links held; the FastAPI corpus's records
 larger (bodies of links alone, smaller). ``zlib.decompress`` reads any window."""
 
 
-def pack_tails(found: Iterable[tuple[int, str, str]]) -> tuple[bytes, int]:
+_BATCH = 64
+"""Records compressed at a time: the compressor's output is the same however its input is cut,
+and one call a record cost more than the compressing."""
+
+
+def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[bytes, int]:
     """``pack`` of links given as line, section and ``tail``, in the order of the body,
     compressed as they come (the record is never held whole)."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, _WINDOW_BITS, _MEMORY_LEVEL)
     out: list[bytes] = []
+    batch: list[bytes] = []
     count = 0
+    named, encoded = "", b""
+    """The last section seen and its UTF-8 (``b""``: it holds a control character)."""
     for line, section, rest in found:
-        if has_control(section):
+        if section != named:
+            named = section
+            encoded = b"" if has_control(section) else section.encode("utf-8", "surrogatepass")
+        if section and not encoded:
             continue
-        code, _, target_label = rest.partition(_FIELD)
-        record = _FIELD.join((str(line), code, section, target_label))
-        piece = f"{_RECORD}{record}" if count else record
-        chunk = compressor.compress(piece.encode("utf-8", "surrogatepass"))
-        if chunk:  # most records add nothing yet: no empty chunk held for each
-            out.append(chunk)
+        # line, code, section, target and label: the tail is code, target and label
+        batch.append(_FIELD_BYTE.join((b"%d" % line, rest[:1], encoded, rest[2:])))
         count += 1
+        if len(batch) == _BATCH:
+            _compress(compressor, batch, count, out)
     if not count:
         return b"", 0
+    if batch:
+        _compress(compressor, batch, count, out)
     out.append(compressor.flush())
     return b"".join(out), count
+
+
+def _compress(compressor: zlib._Compress, batch: list[bytes], count: int, out: list[bytes]) -> None:
+    """``batch``'s records into ``out`` (``count`` records so far, the batch's among them), and
+    let go."""
+    piece = _RECORD_BYTE.join(batch)
+    chunk = compressor.compress(_RECORD_BYTE + piece if count > len(batch) else piece)
+    if chunk:  # most batches add nothing yet: no empty chunk held for each
+        out.append(chunk)
+    batch.clear()
 
 
 def _one_line(label: str) -> str:
@@ -123,7 +145,12 @@ def unpack(data: bytes, start: int = 0, stop: int | None = None) -> list[Link]:
 
 
 def links_of(data: bytes) -> Iterator[Link]:
-    """The links ``pack`` packed, one at a time, each record decoded on its own: a document's
+    """The links ``pack`` packed, one at a time (``_records``)."""
+    return map(_link, _records(data))
+
+
+def _records(data: bytes) -> Iterator[bytes]:
+    """The records ``pack`` packed, one at a time, each decoded on its own: a document's
     thousands are never all objects, nor one string, at once (the release notes' 7,203 links
     decoded whole are a 2 MB string: one emoji makes every character of it four bytes). The
     record is inflated ``_INFLATE`` bytes at a time: ``zlib.decompress`` of the release notes'
@@ -142,9 +169,8 @@ def links_of(data: bytes) -> Iterator[Link]:
         if not chunk and not tail and at >= len(view):
             break  # truncated: what was whole is given
         *records, carry = (carry + chunk).split(_RECORD_BYTE)
-        for record in records:
-            yield _link(record)
-    yield _link(carry)
+        yield from records
+    yield carry
 
 
 def _link(record: bytes) -> Link:
@@ -203,10 +229,13 @@ class _Doc:
         predicate, target = list(relations(self.meta))[number - self.count]
         return Link(0, "", target, "", RELATION, predicate)
 
-    def all_links(self) -> Iterator[Link]:
-        yield from links_of(self.links)
-        for predicate, target in relations(self.meta):
-            yield Link(0, "", target, "", RELATION, predicate)
+    def targets(self) -> Iterator[tuple[str, str]]:
+        """Each link's target and syntax, in the links' order (relations last)."""
+        for record in _records(self.links):
+            code, target = record.split(_FIELD_BYTE, 4)[1:4:2]
+            yield target.decode("utf-8", "surrogatepass"), _SYNTAX[int(code)]
+        for _, relation in relations(self.meta):
+            yield relation, RELATION
 
     def chosen(self, wanted: frozenset[str] | None) -> tuple[int, list[tuple[int, Link]]]:
         """The links ``wanted`` keeps (predicates, ``""`` for body links; None: all): how many
@@ -284,11 +313,13 @@ class LinkIndex:
     def _keys(self, doc: _Doc) -> Iterator[tuple[str, int]]:
         # The link rules are imported with the first document: their patterns compile at
         # import, and a server with no documents never needs them.
-        from markproto.protocol.links import parse_target
+        from markproto.protocol.links import offsite, parse_target
 
         base = doc.number << _LINK_SHIFT
-        for number, link in enumerate(doc.all_links()):
-            target = parse_target(link.target, doc.path, link.syntax)
+        for number, (raw, syntax) in enumerate(doc.targets()):
+            if offsite(raw, syntax):
+                continue  # most links: no path they may lead to
+            target = parse_target(raw, doc.path, syntax)
             for rank, key in enumerate(target.keys):
                 first = rank == 0 and bool(target.candidates) and not target.authority
                 yield key, base | number << 1 | first

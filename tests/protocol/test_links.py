@@ -4,6 +4,7 @@ code is found once, targets resolve as the rules say), and the ``{#id}`` anchor 
 
 from __future__ import annotations
 
+import re
 import string
 from array import array
 
@@ -168,6 +169,12 @@ def test_uses_no_definition_can_match_are_dropped_unseen(body: str, as_bytes: bo
 _SYNTAX = st.text(alphabet="ab `\\[]()<>!\n", max_size=60)
 
 
+def test_the_spelled_out_spaces_are_what_the_patterns_call_spaces() -> None:
+    every = "".join(map(chr, range(0x110000)))
+    assert re.findall(f"[{links._SPACE}]", every) == re.findall(r"\s", every)
+    assert re.findall(r"\s", every) == [c for c in every if c.isspace()]
+
+
 @settings(max_examples=400, deadline=None)
 @given(_SYNTAX)
 def test_the_masking_shortcuts_equal_the_general_rules(text: str) -> None:
@@ -184,6 +191,8 @@ def test_the_masking_shortcuts_equal_the_general_rules(text: str) -> None:
         elif char == "]" and stack:
             want[stack.pop()] = at
     assert links._closing_brackets(masked) == want
+    if links._NESTED.search(masked) is None:
+        assert {at: masked.find("]", at) for at, c in enumerate(masked) if c == "["} == want
     closing = links._Closing(masked)
     for at, char in enumerate(masked):
         if char == "[":
@@ -291,6 +300,7 @@ def test_every_link_written_in_prose_is_found_once(pairs: list[tuple[str, str]])
 )
 def test_what_a_target_means(raw: str, syntax: str, want: Target) -> None:
     assert parse_target(raw, "/docs/a.md", syntax) == want
+    assert links.offsite(raw, syntax) == (not want.internal)
 
 
 def test_a_target_resolves_to_the_first_document_that_exists() -> None:
@@ -326,8 +336,10 @@ def test_any_target_reads_as_a_clean_path_or_a_url(raw: str, syntax: str) -> Non
     if target.internal:
         assert target.path.startswith("/") and ".." not in target.path.split("/")
         assert target.candidates and all(c.startswith("/") for c in target.candidates)
+        assert not links.offsite(raw, syntax)
     else:
         assert not target.candidates
+        assert links.offsite(raw, syntax) or "mark://" in raw.lower()  # a mark:// URL: maybe ours
 
 
 # --- anchors ----------------------------------------------------------------------------------
