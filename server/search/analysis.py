@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, overload
 
 from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
-from markproto.server.search.text import line_cut, name_length, prose_words, word_set
+from markproto.server.search.text import line_cut, name_length, prose_counts, word_set
 
 if TYPE_CHECKING:
     from markproto.protocol import mdoutline
@@ -390,9 +390,8 @@ held as strings at once. A line over twice this is cut where ``text.line_cut`` f
 unchanged."""
 
 
-def _counts(words: list[str]) -> dict[str, int]:
-    """Each word's frequency, capped at ``TF_MAX``."""
-    counts = Counter(words)
+def _capped(counts: dict[str, int]) -> dict[str, int]:
+    """Each word's frequency capped at ``TF_MAX``."""
     if max(counts.values()) > TF_MAX:
         return dict(zip(counts, map(min, counts.values(), repeat(TF_MAX)), strict=True))
     return counts
@@ -414,14 +413,12 @@ def _words(body: bytes, start: int, stop: int, found: _Found, entry: int) -> tup
             end = cut if continued else end
         else:
             continued = False
-        words = prose_words(body[start:end].decode("utf-8", "replace"))
-        if words is not None:
+        counts = prose_counts(body[start:end].decode("utf-8", "replace"))
+        if counts is not None:
             has_text = True
-            length += len(words)
-            counts = Counter(words)
-            del words  # not held while a run is packed, nor while the next piece's are made
+            length += counts.total()
             found.add_text(counts, entry)
-            del counts
+            del counts  # not held while a run is packed, nor while the next piece's are made
         start = end
     return length, has_text
 
@@ -514,10 +511,10 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         """A section of one piece, added with its heading's words in one go (most)."""
         values: dict[str, int] = {}
         if whole:
-            words = prose_words(body[span.start : span.stop].decode("utf-8", "replace"))
-            length, has_text = (len(words), True) if words is not None else (0, False)
-            values = _counts(words) if words else values
-            del words  # not held through the next section's links
+            counts = prose_counts(body[span.start : span.stop].decode("utf-8", "replace"))
+            length, has_text = (counts.total(), True) if counts is not None else (0, False)
+            values = _capped(counts) if counts else values
+            del counts  # not held through the next section's links
         else:
             length, has_text = _words(body, span.start, span.stop, found, entry)
         if not has_text and not span.heading:

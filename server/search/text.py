@@ -15,8 +15,10 @@ whole-text C-level operations and the exact per-field rules are the fallback for
 from __future__ import annotations
 
 import re
+import string
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
-from operator import methodcaller
+from itertools import chain, compress, filterfalse, repeat
 
 from markproto.protocol.gotext import fields, has_info_separators, lower, trim_space
 from markproto.protocol.limits import TOKEN_MAX_BYTES
@@ -28,10 +30,11 @@ __all__ = [
     "line_cut",
     "loose_text",
     "name_length",
-    "prose_words",
+    "prose_counts",
     "query_terms",
     "strip_line",
     "strip_markup",
+    "text_counts",
     "text_words",
     "word_set",
 ]
@@ -41,7 +44,6 @@ __all__ = [
 
 _WORD_RUNS = re.compile(r"\w+")
 _TRIM = re.compile(r"\A\W+|\W+\Z")
-_SHORT_RUNS = re.compile(rf"(?<!\w)\w{{2,{TOKEN_MAX_BYTES}}}(?!\w)")
 _COMPOUNDS = re.compile(r"(?<!\S)[^\w\s]*(\w+(?:[^\w\s]+\w+)+)")
 """The trimmed core of each field with two or more word runs (ends at a space or the end, as
 ``[^\\w\\s]`` can only be followed by a space, the end, or another run)."""
@@ -74,46 +76,89 @@ def field_words(field: str) -> list[str]:
 
 
 def text_words(text: str) -> list[str]:
-    """Every word of every field of ``text``, with repeats (their count is the section length).
+    """Every word of every field of ``text``, with repeats (their count is the section length),
+    each word's repeats together: ``text_counts`` spelt out."""
+    return list(text_counts(text).elements())
 
-    Equal to chaining ``field_words`` over ``fields(text)``, but mostly in C: a field of word
-    runes alone is its own word, and the other fields, joined, give their words in two regex
-    scans (each field's word runs, and the trimmed core of each field with several runs).
-    """
+
+def text_counts(text: str) -> Counter[str]:
+    """Each word of ``text`` with its frequency (``field_words`` of each field, counted), words
+    first seen in the order of: the fields of letters and digits alone, then the word runs of
+    the other fields, then those fields' cores (the order a run of postings numbers its terms
+    in; text with info separators counts field by field)."""
     if has_info_separators(text):
-        return [word for field in fields(text) for word in field_words(field)]
-    parts = lower(text).split()
-    odd = " ".join([part for part in parts if not part.isalnum()])
-    if text.isascii():
-        out = [part for part in parts if part.isalnum() and 1 < len(part) <= TOKEN_MAX_BYTES]
-        del parts  # the odd ones are in ``odd``: not held beside its words
-        if odd:
-            out += _SHORT_RUNS.findall(odd)
-            out += [core for core in _COMPOUNDS.findall(odd) if len(core) <= TOKEN_MAX_BYTES]
-        return out
-    out = [
-        part
-        for part in parts
-        if part.isalnum()
-        and 1 < len(part) <= TOKEN_MAX_BYTES
-        and (len(part) <= _SURELY_FITS or part.isascii() or len(part.encode()) <= TOKEN_MAX_BYTES)
-    ]
+        return Counter([word for field in fields(text) for word in field_words(field)])
+    return _counts(lower(text).split(), not text.isascii())
+
+
+_MARKS = "".join(c for c in map(chr, range(0x80)) if not (c.isalnum() or c == "_" or c.isspace()))
+"""The ASCII runes that are neither word runes nor whitespace."""
+_MARKS_TO_SPACES = bytes.maketrans(_MARKS.encode(), b" " * len(_MARKS))
+_HAS_WORD_RUNE = re.compile(r"\w").search
+
+
+def _counts(parts: list[str], wide: bool) -> Counter[str]:
+    """``text_counts`` of the lowered fields ``parts`` (``wide``: they may hold non-ASCII).
+
+    All fields are counted in C; the fields that are not letters and digits alone (``isalnum``,
+    tested once a distinct field) are taken out again, each with its count, and give their
+    words from one byte translation of the ASCII ones, marks to spaces: split, their word runs;
+    split at the fields, a field whose translation has a space inside has a core. A field seen
+    again adds its words again, after every field's first words (the order of the words' first
+    sight is kept). A non-ASCII field with no word rune (an emoji, a dash) has no word; another
+    takes the regex scans for all. Words off the length limits are dropped at the end, from the
+    distinct words.
+    """
+    counts = Counter(parts)
     del parts
-    if odd:
-        out += [
-            run
-            for run in _SHORT_RUNS.findall(odd)
-            if len(run) <= _SURELY_FITS or run.isascii() or len(run.encode()) <= TOKEN_MAX_BYTES
+    odd = list(filterfalse(str.isalnum, counts))
+    if not odd:
+        return _trimmed(counts, wide)
+    often = list(map(counts.pop, odd))
+    if wide and not all(map(str.isascii, odd)):
+        if any(map(_HAS_WORD_RUNE, filterfalse(str.isascii, odd))):
+            joined = " ".join(chain.from_iterable(map(repeat, odd, often)))
+            counts.update(_WORD_RUNS.findall(joined))
+            counts.update(_COMPOUNDS.findall(joined))
+            return _trimmed(counts, wide)
+        narrow = list(map(str.isascii, odd))
+        odd, often = list(compress(odd, narrow)), list(compress(often, narrow))
+        if not odd:
+            return _trimmed(counts, wide)
+    spaced = "\n".join(odd).encode().translate(_MARKS_TO_SPACES).decode()
+    counts.update(spaced.split())
+    lines = spaced.split("\n")
+    del spaced
+    if max(often) > 1:
+        for line, times in zip(lines, often, strict=True):
+            if times > 1:
+                for run in line.split():
+                    counts[run] += times - 1
+    inner = list(map(str.count, map(str.strip, lines), repeat(" ")))
+    for field, times in compress(zip(odd, often, strict=True), inner):
+        counts[field.strip(_MARKS)] += times
+    return _trimmed(counts, wide)
+
+
+def _trimmed(counts: Counter[str], wide: bool) -> Counter[str]:
+    """``counts`` without the words of one rune or over ``TOKEN_MAX_BYTES`` bytes."""
+    drop = [word for word in counts if not 1 < len(word) <= TOKEN_MAX_BYTES]
+    if wide:
+        drop += [
+            word
+            for word in filterfalse(str.isascii, counts)
+            if 1 < len(word) <= TOKEN_MAX_BYTES and len(word.encode()) > TOKEN_MAX_BYTES
         ]
-        out += filter(_fits, _COMPOUNDS.findall(odd))
-    return out
+    for word in drop:
+        del counts[word]
+    return counts
 
 
 def word_set(texts: Iterable[str]) -> set[str]:
     """The distinct words of several texts (a heading trail; tags and a title)."""
     out: set[str] = set()
     for text in texts:
-        out.update(text_words(text))
+        out.update(text_counts(text))
     return out
 
 
@@ -184,8 +229,18 @@ _IMAGES = re.compile(r"!\[([^\]\n]*+)\]\([^)\n]*+\)")
 _LINKS = re.compile(r"\[([^\]\n]*+)\]\([^)\n]*+\)")
 _HTML_TAGS = re.compile(r"</?[A-Za-z][^>\n]*+>")
 _INLINE_MARKS = re.compile(r"[`*|]|~~")
-_TEXT = methodcaller("group", 1)
-"""A link's or image's text, as a C-level callable (a template is expanded in Python)."""
+_WORDS_RULE_LINES = re.compile(r"\n[^\S\n]*+([`~>0-9][^\n]*+)")
+"""A line the line-start rules may change the words of: a fence, a quote, a numbered item
+(its stripped form starts with one of these), from the line break before it; group 1 is the
+line from that character. The other rules drop or cut only runs of ``-*+|:=``, spaces and a
+``[ ]``, ``[x]`` or ``[X]`` box followed by a space (a setext underline, a table separator, a
+bullet), which hold no word of two runes, start no link nor tag, and leave no ``~`` beside
+another."""
+_PROSE_BYTES = bytes.maketrans(
+    string.ascii_uppercase.encode() + b"|", string.ascii_lowercase.encode() + b" "
+)
+"""ASCII lowered, ``|`` made a space (and `` ` `` and ``*`` deleted): the inline marks of
+text without ``~``."""
 
 
 def strip_markup(raw: str) -> str:
@@ -203,15 +258,35 @@ def strip_markup(raw: str) -> str:
     return "\n".join(filter(None, [" ".join(line.split()) for line in text.split("\n")]))
 
 
-def prose_words(raw: str) -> list[str] | None:
-    """``text_words(strip_markup(raw))``, or None where the stripped text is empty: what the
+def prose_counts(raw: str) -> Counter[str] | None:
+    """``text_counts(strip_markup(raw))``, or None where the stripped text is empty: what the
     body index reads of a section's text. Collapsing each line's whitespace and dropping empty
     lines, stripMarkup's last step, changes no word, so it is skipped here."""
     if has_info_separators(raw):
         stripped = strip_markup(raw)
-        return text_words(stripped) if stripped else None
-    text = _uncollapsed(raw)
-    return text_words(text) if text and not text.isspace() else None
+        return text_counts(stripped) if stripped else None
+    # only the lines a line-start rule may change the words of are handled one by one (a few
+    # in most sections); every other line stays unstripped, and emptied lines stay as line
+    # breaks: no in-line rule's match starts or ends with whitespace, so the words are the same
+    text = _spans(_WORDS_RULE_LINES.sub(_rule_line, "\n" + raw))
+    wide = not text.isascii()
+    if wide or "~" in text:
+        text = lower(_marks(text))
+    else:  # lowered, inline marks applied, in one pass over bytes
+        text = text.encode().translate(_PROSE_BYTES, b"`*").decode()
+    if text.isspace():
+        return None
+    parts = text.split()
+    del text  # not held beside the counts
+    counts = _counts(parts, wide)
+    if not counts:  # whether the stripped text is empty needs every rule (``---``, ``- *``)
+        exact = _uncollapsed(raw)
+        return None if not exact or exact.isspace() else counts
+    return counts
+
+
+def _rule_line(match: re.Match[str]) -> str:
+    return "\n" + _line_start(match[1].rstrip())
 
 
 def _uncollapsed(raw: str) -> str:
@@ -267,12 +342,23 @@ def _line_start(line: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """The rules inside a line: images and links to their text, tags removed, then `` ` ``,
-    ``*`` and ``~~`` deleted and ``|`` made a space in one left-to-right pass (Go's Replacer)."""
+    """The rules inside a line: images and links to their text, tags removed, then the marks."""
+    return _marks(_spans(text))
+
+
+def _spans(text: str) -> str:
+    """Images and links to their text (a pattern's split holds its group between the parts it
+    cuts: joined, each match is its text, in C), then tags removed."""
     if "](" in text:
-        text = _LINKS.sub(_TEXT, _IMAGES.sub(_TEXT, text))
+        text = "".join(_LINKS.split("".join(_IMAGES.split(text))))
     if "<" in text:
         text = _HTML_TAGS.sub("", text)
+    return text
+
+
+def _marks(text: str) -> str:
+    """`` ` ``, ``*`` and ``~~`` deleted and ``|`` made a space in one left-to-right pass (Go's
+    Replacer)."""
     if "~" in text:
         return _INLINE_MARKS.sub(_inline_mark, text)
     return text.replace("`", "").replace("*", "").replace("|", " ")
@@ -332,10 +418,10 @@ def _cuts(part: bytes) -> bool:
     if not _closed(part):
         return False
     if b"](" in part:
-        part = _IMAGES_BYTES.sub(_TEXT, part)
+        part = b"".join(_IMAGES_BYTES.split(part))
         if not _closed(part):
             return False
-        part = _LINKS_BYTES.sub(_TEXT, part)
+        part = b"".join(_LINKS_BYTES.split(part))
     tag = part.rfind(b"<")
     return tag < 0 or part.find(b">", tag) >= 0
 

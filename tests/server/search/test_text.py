@@ -20,10 +20,11 @@ from markproto.server.search.text import (
     identifier_words,
     line_cut,
     loose_text,
-    prose_words,
+    prose_counts,
     query_terms,
     strip_line,
     strip_markup,
+    text_counts,
     text_words,
     word_set,
 )
@@ -253,11 +254,42 @@ def test_strip_markup_equals_the_per_line_rules(raw: str) -> None:
     assert strip_markup(raw) == oracle_strip(raw)
 
 
-@settings(max_examples=400, deadline=None)
-@given(MARKDOWN)
-def test_prose_words_are_the_words_of_the_stripped_text(raw: str) -> None:
+MARKDOWN_LINES = st.lists(
+    st.lists(
+        st.sampled_from(
+            [
+                *"-*+>|=~`:#. \t",
+                *["10.", "2)", "[ ]", "[x]", "[X]", "```", "~~~", "~~", "---"],
+                *[
+                    "ab",
+                    "Cd",
+                    "é",
+                    "a.b",
+                    "x",
+                    "[l](u)",
+                    "![i](p)",
+                    "<b>",
+                    "</i>",
+                    "\u00a0",
+                    "\x85",
+                ],
+            ]
+        ),
+        max_size=8,
+    ).map("".join),
+    max_size=8,
+).map("\n".join)
+"""Lines of line-start marks, boxes, fences and words in any order."""
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.one_of(MARKDOWN, MARKDOWN_LINES))
+def test_prose_counts_are_the_words_of_the_stripped_text(raw: str) -> None:
     stripped = strip_markup(raw)
-    assert prose_words(raw) == (text_words(stripped) if stripped else None)
+    counts = prose_counts(raw)
+    assert (counts is None) == (not stripped)
+    if counts is not None:
+        assert list(counts.items()) == list(text_counts(stripped).items())
 
 
 @settings(max_examples=400, deadline=None)
@@ -266,6 +298,43 @@ def test_text_tokens_equal_field_by_field(text: str) -> None:
     want = [token for field in go_fields(text) for token in oracle_field_tokens(field)]
     assert Counter(text_words(text)) == Counter(want)
     assert [t for f in fields(text) for t in field_words(f)] == want
+
+
+def oracle_runs(field: str) -> list[str]:
+    runs, run = [], ""
+    for ch in field:
+        if is_word(ch):
+            run += ch
+        elif run:
+            runs.append(run)
+            run = ""
+    return [*runs, run] if run else runs
+
+
+def oracle_counts(text: str) -> Counter[str]:
+    """The words of ``text`` counted in the order of a run of postings: the fields of letters
+    and digits alone, then the word runs of the other fields, then those fields' cores."""
+    lowered = [rune_lower(field) for field in go_fields(text)]
+    plain = [field for field in lowered if field.isalnum()]
+    other = [oracle_runs(field) for field in lowered if not field.isalnum()]
+    runs = [run for field in other for run in field]
+    cores = []
+    for field in lowered:
+        if not field.isalnum() and len(oracle_runs(field)) > 1:
+            start = next(i for i, ch in enumerate(field) if is_word(ch))
+            end = max(i for i, ch in enumerate(field) if is_word(ch)) + 1
+            cores.append(field[start:end])
+    return Counter(word for word in [*plain, *runs, *cores] if fits(word))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(MARKDOWN, st.text(max_size=80)))
+def test_text_counts_in_the_order_of_a_run(text: str) -> None:
+    if any(sep in text for sep in "\x1c\x1d\x1e\x1f"):
+        want = Counter(token for field in go_fields(text) for token in oracle_field_tokens(field))
+        assert list(text_counts(text).items()) == list(want.items())  # field by field
+        return
+    assert list(text_counts(text).items()) == list(oracle_counts(text).items())
 
 
 @settings(max_examples=200, deadline=None)
@@ -318,7 +387,7 @@ def test_a_long_line_cut_keeps_its_words(line: str, data: st.DataObject) -> None
         cuts.append(at)
         start, continued = at, True
     parts = [raw[a:b].decode() for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
-    words = [prose_words(part) for part in parts]
-    whole = prose_words(line)
-    assert Counter(w for part in words for w in part or ()) == Counter(whole or ())
-    assert any(part is not None for part in words) == (whole is not None)
+    counts = [prose_counts(part) for part in parts]
+    whole = prose_counts(line)
+    assert sum((part or Counter() for part in counts), Counter()) == (whole or Counter())
+    assert any(part is not None for part in counts) == (whole is not None)
