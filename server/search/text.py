@@ -88,7 +88,7 @@ def text_counts(text: str) -> Counter[str]:
     in; text with info separators counts field by field)."""
     if has_info_separators(text):
         return Counter([word for field in fields(text) for word in field_words(field)])
-    return _counts(lower(text).split(), not text.isascii())
+    return _counts(Counter(lower(text).split()), not text.isascii())
 
 
 _MARKS = "".join(c for c in map(chr, range(0x80)) if not (c.isalnum() or c == "_" or c.isspace()))
@@ -97,8 +97,9 @@ _MARKS_TO_SPACES = bytes.maketrans(_MARKS.encode(), b" " * len(_MARKS))
 _HAS_WORD_RUNE = re.compile(r"\w").search
 
 
-def _counts(parts: list[str], wide: bool) -> Counter[str]:
-    """``text_counts`` of the lowered fields ``parts`` (``wide``: they may hold non-ASCII).
+def _counts(counts: Counter[str], wide: bool) -> Counter[str]:
+    """``text_counts`` of the lowered fields ``counts`` counts (``wide``: they may hold
+    non-ASCII). The caller counts them: a list given here would be held until this returns.
 
     All fields are counted in C; the fields that are not letters and digits alone (``isalnum``,
     tested once a distinct field) are taken out again, each with its count, and give their
@@ -109,8 +110,6 @@ def _counts(parts: list[str], wide: bool) -> Counter[str]:
     takes the regex scans for all. Words off the length limits are dropped at the end, from the
     distinct words.
     """
-    counts = Counter(parts)
-    del parts
     odd = list(filterfalse(str.isalnum, counts))
     if not odd:
         return _trimmed(counts, wide)
@@ -276,9 +275,9 @@ def prose_counts(raw: str) -> Counter[str] | None:
         text = text.encode().translate(_PROSE_BYTES, b"`*").decode()
     if text.isspace():
         return None
-    parts = text.split()
+    fields = Counter(text.split())  # the list of fields is let go before the words are made
     del text  # not held beside the counts
-    counts = _counts(parts, wide)
+    counts = _counts(fields, wide)
     if not counts:  # whether the stripped text is empty needs every rule (``---``, ``- *``)
         exact = _uncollapsed(raw)
         return None if not exact or exact.isspace() else counts
