@@ -146,7 +146,7 @@ def _trimmed(counts: Counter[str], wide: bool) -> Counter[str]:
         drop += [
             word
             for word in filterfalse(str.isascii, counts)
-            if 1 < len(word) <= TOKEN_MAX_BYTES and len(word.encode()) > TOKEN_MAX_BYTES
+            if _SURELY_FITS < len(word) <= TOKEN_MAX_BYTES and not _utf8_fits(word)
         ]
     for word in drop:
         del counts[word]
