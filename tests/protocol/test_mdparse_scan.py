@@ -157,3 +157,41 @@ def test_the_scan_agrees_on_what_may_hide_a_heading(content: str) -> None:
         for form in (content, content.encode()):
             scanned, parsed = both(form, chunk)
             assert scanned == parsed
+
+
+def _corpus_lines() -> list[str]:
+    """Every line of the shared corpora's documents (the test skips where they are absent)."""
+    from support import shared_path
+
+    out: list[str] = []
+    for corpus in ("fastapi-docs", "prometheus-docs"):
+        for path in sorted(shared_path("corpus", corpus).rglob("*.md")):
+            out += path.read_text(encoding="utf-8", errors="replace").split("\n")
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus_lines() -> list[str]:
+    return _corpus_lines()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.integers(1, 60), st.booleans())
+def test_the_scan_finds_what_mistletoe_finds_in_real_lines(
+    corpus_lines: list[str], data: st.DataObject, chunk: int, as_bytes: bool
+) -> None:
+    """Real documents' lines, a run of them or picked anywhere and mixed with lines the scan
+    must follow: what real content holds (admonitions, tables, nested lists, HTML) beside the
+    hand-picked ``LINES``."""
+    size = len(corpus_lines)
+    if data.draw(st.booleans(), label="a run"):
+        start = data.draw(st.integers(0, size - 1), label="start")
+        lines = corpus_lines[start : start + data.draw(st.integers(1, 60), label="lines")]
+    else:
+        picks = st.one_of(
+            st.integers(0, size - 1).map(corpus_lines.__getitem__), st.sampled_from(LINES + OTHERS)
+        )
+        lines = data.draw(st.lists(picks, min_size=1, max_size=40), label="lines")
+    content = "\n".join(lines) + "\n"
+    scanned, parsed = both(content.encode() if as_bytes else content, chunk)
+    assert scanned == parsed
