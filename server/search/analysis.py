@@ -278,9 +278,13 @@ class _Found:
 
     def add_section(self, values: dict[str, int], entry: int) -> None:
         """A whole section at once, none of it added before and its terms ``fits``: each
-        term's flags and frequency (capped), or-ed into ``entry``."""
+        term's flags and frequency (capped), or-ed into ``entry``. Nothing is added to the
+        section after, so its entries are never looked up again and ``last`` is left as it
+        was: a later section's term finds there an entry of an earlier section, as when it
+        has none of its own yet."""
         self._room(len(values), entry)
-        self._append(self._numbers(values), map(entry.__or__, values.values()))
+        self.of.extend(self._numbers(values))
+        self.entries.extend(map(entry.__or__, values.values()))
 
     def add(self, terms: frozenset[str] | set[str], entry: int) -> None:
         """Or ``entry``'s flags into each term's entry for its section."""

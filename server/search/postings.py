@@ -22,7 +22,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Callable, Iterator
 from itertools import accumulate, chain, compress, islice, repeat
-from operator import add, iadd, is_, not_, sub
+from operator import add, eq, iadd, is_, itemgetter, not_, rshift, sub
 from re import Match
 
 from markproto.server.search.analysis import FLAG_BITS, combine
@@ -50,6 +50,7 @@ SAMPLE = 64
 searches the ~600 bytes of one block, where bisecting every term with a key function took 14
 calls into Python (about 12 us a term, twice a query)."""
 _NOBODY = array("I")
+_FIRST, _LAST = itemgetter(0), itemgetter(-1)
 _NEWLINE = re.compile(b"\n")
 
 
@@ -175,15 +176,17 @@ class PostingLists:
         parts = list(map(entries.__getitem__, map(slice, chain((0,), ends), ends)))
         del ends
         tail = self._tail
-        found = list(map(tail.get, names))
-        if min(entries) >> _SHIFT <= self._tail_slot:  # a section may go on from the last run
-            for old, part in zip(found, parts, strict=True):
-                if old is not None and old[-1] >> _SHIFT == part[0] >> _SHIFT:
-                    old[-1] = combine(old[-1], part.pop(0))
-        new = list(map(is_, found, repeat(None)))
+        found = list(map(tail.get, names, repeat(_NOBODY)))
+        new = list(map(is_, found, repeat(_NOBODY)))
         tail.update(zip(compress(names, new), compress(parts, new), strict=True))
         kept = list(map(not_, new))
-        deque(map(iadd, compress(found, kept), compress(parts, kept)), maxlen=0)
+        olds, parts = list(compress(found, kept)), list(compress(parts, kept))
+        if min(entries) >> _SHIFT <= self._tail_slot:  # a section may go on from the last run
+            lasts = map(rshift, map(_LAST, olds), repeat(_SHIFT))
+            goes_on = map(eq, lasts, map(rshift, map(_FIRST, parts), repeat(_SHIFT)))
+            for old, part in compress(zip(olds, parts, strict=True), goes_on):
+                old[-1] = combine(old[-1], part.pop(0))
+        deque(map(iadd, olds, parts), maxlen=0)
         self._tail_entries += len(entries)
         self._tail_slot = max(self._tail_slot, max(entries) >> _SHIFT)
 

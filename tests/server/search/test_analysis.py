@@ -119,6 +119,18 @@ def test_runs_split_a_long_section_and_combine() -> None:
     assert list(analysis.outline.lengths) == [3 * RUN_TERMS + 13]
 
 
+def test_a_term_of_whole_sections_and_of_a_long_one_has_an_entry_in_each() -> None:
+    """A section added whole leaves no way to its entries (``_Found.add_section``): the long
+    section after it, whose pieces go in one at a time and combine, and the whole sections
+    after that, each have an entry of their own."""
+    long = "kiwi pear\n" * 1000  # pieces of 4 KiB: kiwi in each
+    body = f"# Alpha\n\nkiwi kiwi\n\n# Beta\n\n{long}\n# Gamma\n\nkiwi\n\n# Delta\n\nkiwi\n"
+    postings = unpack(analyze(body.encode()).postings)
+    assert postings["kiwi"] == [(0, 2), (1, TF_MAX), (2, 1), (3, 1)]
+    assert postings["pear"] == [(1, TF_MAX)]
+    assert postings["beta"] == [(1, IN_TRAIL | IN_HEADING)]
+
+
 def test_many_headings_keep_their_anchors() -> None:
     body = "".join(f"# h{n % 700}\n\nt\n" for n in range(2000)).encode()
     outline = analyze(body).outline

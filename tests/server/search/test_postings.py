@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import tracemalloc
 from array import array
+from itertools import accumulate, pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -134,6 +135,55 @@ def test_a_section_split_between_runs_is_one_entry(runs: list[tuple[object, bool
     lists.freeze(slot + 1)
     for term in TERMS:
         assert list(lists.get(term)) == model.get(term, [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(RUN, st.integers(0, 3)), max_size=10))
+def test_a_merge_of_many_runs_is_the_merges_of_each(runs: list[tuple[object, int]]) -> None:
+    """A build's runs, sections split between them, merged at once (the tail takes them
+    all, ``extend`` combining the split entries) make the segment that a merge after every
+    batch makes, and one merged at any cadence between: the dumps are equal."""
+    made: list[tuple[str, array[int], array[int], int, int]] = []
+    slot = 0
+    for sections, every in runs:
+        assert isinstance(sections, list)
+        per_term: dict[str, list[int]] = {}
+        for go_on, counts in sections:
+            slot += 0 if go_on or slot == 0 else 1
+            for term, tf in counts.items():
+                entry = slot << FLAG_BITS | (tf & 63) | (IN_HEADING if tf > 30 else 0)
+                own = per_term.setdefault(term, [])
+                if own and own[-1] >> FLAG_BITS == slot:
+                    own[-1] = combine(own[-1], entry)
+                else:
+                    own.append(entry)
+        if per_term:
+            terms = list(per_term)
+            entries = array("I", (entry for term in terms for entry in per_term[term]))
+            counts = array("I", (len(per_term[term]) for term in terms))
+            base = min(entries) >> FLAG_BITS  # slots from a base, as a batch's are
+            shifted = array("I", (entry - (base << FLAG_BITS) for entry in entries))
+            made.append(("\n".join(terms), counts, shifted, base, every))
+    top = slot + 1
+    # a merge comes between batches, never between a section's runs: only before a run
+    # whose first section is past every section before it
+    highs = accumulate((base + (max(e) >> FLAG_BITS) for _, _, e, base, _ in made), max)
+    between = [low > high for (*_, low, _), high in zip(made[1:], highs, strict=False)]
+    dumps = []
+    for cadence in ("end", "each", "given"):
+        lists = PostingLists()
+        for (terms, counts, entries, base, every), may in zip(made, [*between, True], strict=False):
+            lists.extend(terms, counts, array("I", entries), base)
+            if may and (cadence == "each" or (cadence == "given" and every == 0)):
+                lists.freeze(top)
+        terms, counts, entries = lists.dump(top)
+        dumps.append((terms, list(counts), list(entries)))
+    assert dumps[0] == dumps[1] == dumps[2]
+    terms, counts, entries = dumps[0]
+    starts = list(accumulate(counts, initial=0))
+    for begin, end in pairwise(starts):  # one entry a section
+        slots = [entry >> FLAG_BITS for entry in entries[begin:end]]
+        assert slots == sorted(set(slots))
 
 
 def test_a_merge_holds_no_object_per_frozen_term() -> None:
