@@ -609,12 +609,6 @@ def _marked(body: bytes, start: int, stop: int) -> bool:
     )
 
 
-def _own_section(*fields: object) -> mdoutline.OwnSection:
-    from markproto.protocol.mdoutline import OwnSection
-
-    return OwnSection(*fields)  # type: ignore[arg-type]
-
-
 class _Links:
     """The body's links as the sections stream by, each kept as its ``links.tail`` in UTF-8
     with its line and its heading's number in arrays, until the anchors are known: a
@@ -634,6 +628,8 @@ class _Links:
         """Where each link's tail ends in ``_tails``."""
         self._end = 0
         """Where the last section fed ends (the next heading's line starts there)."""
+        self._heading = heading = array("i", [-1])
+        """The heading of the section being fed (what its links' ``section`` names)."""
 
         def keep(link: Link) -> None:
             """A function, not a bound method: the extractor holds it, and a method would tie
@@ -642,7 +638,7 @@ class _Links:
             rest = tail(link)
             if rest is not None:
                 lines.append(link.line)
-                headings.append(int(link.section[1:]) if link.section else -1)
+                headings.append(heading[0])
                 tails.extend(rest)
                 ends.append(len(tails))
 
@@ -652,14 +648,16 @@ class _Links:
         """Feed one section: its own text decoded only if it may hold a link, and nothing at
         all where neither it nor its heading's line may."""
         body, start, stop = self._body, span.start, span.stop
-        if not _marked(body, self._end, stop):
+        marked = _marked(body, start, stop)
+        # a heading's line ends with a newline or the body: no mark spans it and the text
+        if not marked and not _marked(body, self._end, start):
             self._extractor.skip(stop)
             self._end = stop
             return
-        text = body[start:stop].decode("utf-8", "replace") if _marked(body, start, stop) else ""
+        text = body[start:stop].decode("utf-8", "replace") if marked else ""
         key = f"{_HEADING_KEY}{heading}" if span.level else ""
-        own = _own_section(key, span.heading, span.level, span.trail, text)
-        self._extractor.section(start, stop, own)
+        self._heading[0] = heading if span.level else -1
+        self._extractor.section_parts(start, stop, key, span.level, text)
         self._end = stop
 
     def headings_linked(self) -> set[int]:
@@ -672,18 +670,22 @@ class _Links:
         """The links packed in the order of the body, given each heading's anchor: the
         others in the order of their lines, then within a line the reference links."""
         lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
-        found: Iterable[tuple[int, str, bytes | bytearray]] = (
-            (lines[i], anchors[headings[i]], tails[ends[i - 1] if i else 0 : ends[i]])
-            for i in _line_order(lines)
-        )
-        if self._extractor.reference_sections():
-            references = (
-                (link.line, anchors[int(link.section[1:]) if link.section else -1], rest)
-                for link in self._extractor.references()
-                if (rest := tail(link)) is not None
+        order = _line_order(lines)
+        if not self._extractor.reference_sections():
+            return pack_tails(
+                (anchors[headings[i]], tails[ends[i - 1] if i else 0 : ends[i]]) for i in order
             )
-            found = heapq.merge(found, references, key=itemgetter(0))
-        return pack_tails(found)
+        others = (
+            (lines[i], anchors[headings[i]], tails[ends[i - 1] if i else 0 : ends[i]])
+            for i in order
+        )
+        references = (
+            (link.line, anchors[int(link.section[1:]) if link.section else -1], rest)
+            for link in self._extractor.references()
+            if (rest := tail(link)) is not None
+        )
+        merged = heapq.merge(others, references, key=itemgetter(0))
+        return pack_tails(map(itemgetter(1, 2), merged))
 
     def ids(self) -> str:
         return "\n".join(i for i in self._extractor.ids if "\n" not in i)

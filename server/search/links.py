@@ -72,18 +72,27 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
     """A document's links as one compressed record (what the index keeps), and how many.
     A link whose target or section holds a control character is left out: no request could
     name it."""
-    return pack_tails(
-        (link.line, link.section, rest) for link in found if (rest := tail(link)) is not None
-    )
+    return pack_tails((link.section, rest) for link in found if (rest := tail(link)) is not None)
 
 
 def tail(link: Link) -> bytes | None:
-    """What ``pack`` keeps of a link but its line and section, in UTF-8 (None: it is left
-    out), so a caller that learns the sections later holds a few bytes a link meanwhile."""
-    if has_control(link.target, tab_ok=True):
+    """What ``pack`` keeps of a link, in UTF-8, with its section left empty (None: it is left
+    out), so a caller that learns the sections later holds a few bytes a link meanwhile. A
+    printable string holds no control character: most are judged by that one C loop."""
+    target, label = link.target, link.label
+    if not target.isprintable() and has_control(target, tab_ok=True):
         return None
-    rest = f"{_CODE[link.syntax]}{_FIELD}{link.target}{_FIELD}{_one_line(link.label)}"
-    return rest.encode("utf-8", "surrogatepass")
+    if not label.isprintable() and has_control(label):
+        label = " ".join(label.split())
+    code = _CODE[link.syntax]
+    return f"{link.line}{_FIELD}{code}{_FIELD}{_FIELD}{target}{_FIELD}{label}".encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+_NO_SECTION = _FIELD_BYTE * 2
+"""The empty section of a ``tail``: the first two field marks in a row (its line and its code
+are digits)."""
 
 
 _WINDOW_BITS, _MEMORY_LEVEL = 13, 4
@@ -97,23 +106,30 @@ _BATCH = 64
 and one call a record cost more than the compressing."""
 
 
-def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[bytes, int]:
-    """``pack`` of links given as line, section and ``tail``, in the order of the body,
-    compressed as they come (the record is never held whole)."""
+def pack_tails(found: Iterable[tuple[str, bytes | bytearray]]) -> tuple[bytes, int]:
+    """``pack`` of links given as section and ``tail``, in the order of the body, compressed
+    as they come (the record is never held whole)."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, _WINDOW_BITS, _MEMORY_LEVEL)
     out: list[bytes] = []
-    batch: list[bytes] = []
+    batch: list[bytes | bytearray] = []
     count = 0
-    named, encoded = "", b""
-    """The last section seen and its UTF-8 (``b""``: it holds a control character)."""
-    for line, section, rest in found:
+    named, marked = "", _NO_SECTION
+    """The last section seen, in UTF-8 between field marks (``b""``: it holds a control
+    character)."""
+    for section, rest in found:
         if section != named:
             named = section
-            encoded = b"" if has_control(section) else section.encode("utf-8", "surrogatepass")
-        if section and not encoded:
+            marked = (
+                b""
+                if has_control(section)
+                else _FIELD_BYTE + section.encode("utf-8", "surrogatepass") + _FIELD_BYTE
+            )
+        if not section:
+            batch.append(rest)
+        elif marked:
+            batch.append(rest.replace(_NO_SECTION, marked, 1))
+        else:
             continue
-        # line, code, section, target and label: the tail is code, target and label
-        batch.append(_FIELD_BYTE.join((b"%d" % line, rest[:1], encoded, rest[2:])))
         count += 1
         if len(batch) == _BATCH:
             _compress(compressor, batch, count, out)
@@ -125,7 +141,9 @@ def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[byt
     return b"".join(out), count
 
 
-def _compress(compressor: zlib._Compress, batch: list[bytes], count: int, out: list[bytes]) -> None:
+def _compress(
+    compressor: zlib._Compress, batch: list[bytes | bytearray], count: int, out: list[bytes]
+) -> None:
     """``batch``'s records into ``out`` (``count`` records so far, the batch's among them), and
     let go."""
     piece = _RECORD_BYTE.join(batch)
@@ -133,10 +151,6 @@ def _compress(compressor: zlib._Compress, batch: list[bytes], count: int, out: l
     if chunk:  # most batches add nothing yet: no empty chunk held for each
         out.append(chunk)
     batch.clear()
-
-
-def _one_line(label: str) -> str:
-    return " ".join(label.split()) if has_control(label) else label
 
 
 def unpack(data: bytes, start: int = 0, stop: int | None = None) -> list[Link]:
