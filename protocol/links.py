@@ -868,7 +868,12 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
 def offsite(raw: str, syntax: str) -> bool:
     """Whether a target written so is a URL off every server, whatever document holds it: one
     ``parse_target`` gives no path (a ``mark://`` URL is not: it may name this server)."""
+    if raw.startswith(_WEB):  # most: what ``_written`` reads it as, without reading it
+        return syntax != WIKI
     return syntax != WIKI and _written(raw, syntax)[1]
+
+
+_WEB = ("https://", "http://")
 
 
 def _written(raw: str, syntax: str) -> tuple[str, bool]:

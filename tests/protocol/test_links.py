@@ -349,9 +349,15 @@ def test_a_wikilink_falls_back_to_its_unique_file_name() -> None:
     assert resolve(parse_target("Note", "/y/z.md", "inline"), nothing, lookup) is None
 
 
-@settings(max_examples=300, deadline=None)
+_URLISH = st.tuples(
+    st.sampled_from(["https://", "http://", "HTTP://", " http://", "<https://", "mark://", "www."]),
+    st.text(max_size=20),
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
 @given(
-    st.text(max_size=60),
+    st.one_of(st.text(max_size=60), _URLISH),
     st.sampled_from(
         [linkkinds.INLINE, linkkinds.REFERENCE, linkkinds.AUTOLINK, linkkinds.HTML, linkkinds.WIKI]
     ),
