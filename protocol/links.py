@@ -24,6 +24,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Protocol
 from urllib.parse import unquote
 
@@ -537,8 +538,9 @@ class Extractor:
         between them, a gap after a span starting after a blank."""
         gap, find = 0, masked.find
         www = "w." in masked or "W." in masked  # most paragraphs hold none: one test a gap
-        last = array("I", [len(masked)])  # the gap after the last span
-        for start, end in zip(taken[::2] + last, taken[1::2] + last, strict=True):
+        spans = iter(taken)
+        last = len(masked), len(masked)  # the gap after the last span
+        for start, end in chain(zip(spans, spans, strict=True), (last,)):
             if start > gap and (
                 find("://", gap, start) >= 0
                 or (www and (find("w.", gap, start) >= 0 or find("W.", gap, start) >= 0))

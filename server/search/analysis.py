@@ -670,22 +670,18 @@ class _Links:
         """The links packed in the order of the body, given each heading's anchor: the
         others in the order of their lines, then within a line the reference links."""
         lines, headings, tails, ends = self.lines, self.headings, self._tails, self._ends
-        order = _line_order(lines)
-        if not self._extractor.reference_sections():
-            return pack_tails(
-                (anchors[headings[i]], tails[ends[i - 1] if i else 0 : ends[i]]) for i in order
-            )
-        others = (
+        found: Iterable[tuple[int, str, bytes | bytearray]] = (
             (lines[i], anchors[headings[i]], tails[ends[i - 1] if i else 0 : ends[i]])
-            for i in order
+            for i in _line_order(lines)
         )
-        references = (
-            (link.line, anchors[int(link.section[1:]) if link.section else -1], rest)
-            for link in self._extractor.references()
-            if (rest := tail(link)) is not None
-        )
-        merged = heapq.merge(others, references, key=itemgetter(0))
-        return pack_tails(map(itemgetter(1, 2), merged))
+        if self._extractor.reference_sections():
+            references = (
+                (link.line, anchors[int(link.section[1:]) if link.section else -1], rest)
+                for link in self._extractor.references()
+                if (rest := tail(link)) is not None
+            )
+            found = heapq.merge(found, references, key=itemgetter(0))
+        return pack_tails(found)
 
     def ids(self) -> str:
         return "\n".join(i for i in self._extractor.ids if "\n" not in i)

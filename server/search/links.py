@@ -72,11 +72,13 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
     """A document's links as one compressed record (what the index keeps), and how many.
     A link whose target or section holds a control character is left out: no request could
     name it."""
-    return pack_tails((link.section, rest) for link in found if (rest := tail(link)) is not None)
+    return pack_tails(
+        (link.line, link.section, rest) for link in found if (rest := tail(link)) is not None
+    )
 
 
 def tail(link: Link) -> bytes | None:
-    """What ``pack`` keeps of a link, in UTF-8, with its section left empty (None: it is left
+    """What ``pack`` keeps of a link but its line and section, in UTF-8 (None: it is left
     out), so a caller that learns the sections later holds a few bytes a link meanwhile. A
     printable string holds no control character: most are judged by that one C loop."""
     target, label = link.target, link.label
@@ -84,15 +86,7 @@ def tail(link: Link) -> bytes | None:
         return None
     if not label.isprintable() and has_control(label):
         label = " ".join(label.split())
-    code = _CODE[link.syntax]
-    return f"{link.line}{_FIELD}{code}{_FIELD}{_FIELD}{target}{_FIELD}{label}".encode(
-        "utf-8", "surrogatepass"
-    )
-
-
-_NO_SECTION = _FIELD_BYTE * 2
-"""The empty section of a ``tail``: the first two field marks in a row (its line and its code
-are digits)."""
+    return f"{_CODE[link.syntax]}{_FIELD}{target}{_FIELD}{label}".encode("utf-8", "surrogatepass")
 
 
 _WINDOW_BITS, _MEMORY_LEVEL = 13, 4
@@ -106,17 +100,17 @@ _BATCH = 64
 and one call a record cost more than the compressing."""
 
 
-def pack_tails(found: Iterable[tuple[str, bytes | bytearray]]) -> tuple[bytes, int]:
-    """``pack`` of links given as section and ``tail``, in the order of the body, compressed
-    as they come (the record is never held whole)."""
+def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[bytes, int]:
+    """``pack`` of links given as line, section and ``tail``, in the order of the body,
+    compressed as they come (the record is never held whole)."""
     compressor = zlib.compressobj(1, zlib.DEFLATED, _WINDOW_BITS, _MEMORY_LEVEL)
     out: list[bytes] = []
-    batch: list[bytes | bytearray] = []
+    batch: list[bytes] = []
     count = 0
-    named, marked = "", _NO_SECTION
+    named, marked = "", _FIELD_BYTE * 2
     """The last section seen, in UTF-8 between field marks (``b""``: it holds a control
-    character)."""
-    for section, rest in found:
+    character): what goes in for the tail's first mark, the one after its code digit."""
+    for line, section, rest in found:
         if section != named:
             named = section
             marked = (
@@ -124,12 +118,10 @@ def pack_tails(found: Iterable[tuple[str, bytes | bytearray]]) -> tuple[bytes, i
                 if has_control(section)
                 else _FIELD_BYTE + section.encode("utf-8", "surrogatepass") + _FIELD_BYTE
             )
-        if not section:
-            batch.append(rest)
-        elif marked:
-            batch.append(rest.replace(_NO_SECTION, marked, 1))
-        else:
+        if not marked:
             continue
+        # line, code, section, target and label: the tail is code, target and label
+        batch.append(b"%d\x1f" % line + rest.replace(_FIELD_BYTE, marked, 1))
         count += 1
         if len(batch) == _BATCH:
             _compress(compressor, batch, count, out)
@@ -141,9 +133,7 @@ def pack_tails(found: Iterable[tuple[str, bytes | bytearray]]) -> tuple[bytes, i
     return b"".join(out), count
 
 
-def _compress(
-    compressor: zlib._Compress, batch: list[bytes | bytearray], count: int, out: list[bytes]
-) -> None:
+def _compress(compressor: zlib._Compress, batch: list[bytes], count: int, out: list[bytes]) -> None:
     """``batch``'s records into ``out`` (``count`` records so far, the batch's among them), and
     let go."""
     piece = _RECORD_BYTE.join(batch)

@@ -309,7 +309,7 @@ def test_a_tail_leaves_out_control_targets_and_puts_labels_on_one_line(
         return
     line = " ".join(label.split()) if has_control(label) else label
     code = "2" if syntax == AUTOLINK else "0"
-    want = f"1\x1f{code}\x1f\x1f{target}\x1f{line}".encode("utf-8", "surrogatepass")
+    want = f"{code}\x1f{target}\x1f{line}".encode("utf-8", "surrogatepass")
     assert tail(link) == want
     section = "s\u00e9" if target else ""
     assert unpack(pack([link._replace(section=section)])[0]) == [
