@@ -24,7 +24,6 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Protocol
 from urllib.parse import unquote
 
@@ -535,12 +534,13 @@ class Extractor:
     ) -> None:
         """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) in ``masked`` outside the
         ``taken`` spans (links and comments), each span read as blanks: the URLs of the gaps
-        between them, a gap after a span starting after a blank."""
+        between them, a gap after a span starting after a blank. ``taken`` gets an empty span
+        at the end (the gap after the last one): its caller is done with it."""
         gap, find = 0, masked.find
         www = "w." in masked or "W." in masked  # most paragraphs hold none: one test a gap
+        taken.extend((len(masked), len(masked)))
         spans = iter(taken)
-        last = len(masked), len(masked)  # the gap after the last span
-        for start, end in chain(zip(spans, spans, strict=True), (last,)):
+        for start, end in zip(spans, spans, strict=True):
             if start > gap and (
                 find("://", gap, start) >= 0
                 or (www and (find("w.", gap, start) >= 0 or find("W.", gap, start) >= 0))

@@ -616,6 +616,8 @@ class _Links:
     reference links are not among them: the extractor holds their uses (fewer bytes still)
     and they are matched as they are packed."""
 
+    __slots__ = ("_body", "_end", "_ends", "_extractor", "_heading", "_tails", "headings", "lines")
+
     def __init__(self, body: bytes) -> None:
         from markproto.protocol.links import Extractor
 
