@@ -396,12 +396,11 @@ class Extractor:
 
     def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
         link = self._link(line, section, target, label, syntax)
-        if link is None:
-            pass
-        elif self._sink is not None:  # ``_keep``, not called: one call less a link
-            self._sink(link)
-        else:
-            self._links.append(link)
+        if link is not None:  # ``_keep`` inlined: one call less a link
+            if self._sink is not None:
+                self._sink(link)
+            else:
+                self._links.append(link)
 
     def _keep(self, link: Link) -> None:
         if self._sink is not None:

@@ -56,6 +56,8 @@ __all__ = [
 
 _FIELD, _RECORD = "\x1f", "\x1e"
 _RECORD_BYTE, _FIELD_BYTE = _RECORD.encode(), _FIELD.encode()
+_LINE_FIELD = b"%d" + _FIELD_BYTE
+"""A record's line and the mark after it, for ``%``."""
 _SYNTAX = (kinds.INLINE, kinds.REFERENCE, kinds.AUTOLINK, kinds.HTML, kinds.WIKI)
 _CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
 _INFLATE = 32 << 10
@@ -121,7 +123,7 @@ def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[byt
         if not marked:
             continue
         # line, code, section, target and label: the tail is code, target and label
-        batch.append(b"%d\x1f" % line + rest.replace(_FIELD_BYTE, marked, 1))
+        batch.append(_LINE_FIELD % line + rest.replace(_FIELD_BYTE, marked, 1))
         count += 1
         if len(batch) == _BATCH:
             _compress(compressor, batch, count, out)
