@@ -89,6 +89,8 @@ _SPACE = "\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u300
 not a test of its category."""
 _SIMPLE = re.compile(f"\\(([^{_SPACE}()<>\\\\\"']++)\\)")
 """A destination that is nothing but a target: no space, parenthesis, bracket, escape or quote."""
+_SIMPLE_LINK = re.compile(f"\\[([^\\[\\]]*)\\]{_SIMPLE.pattern}")
+"""A whole inline link of a label without brackets and a ``_SIMPLE`` destination (most)."""
 _WIKI = re.compile(r"\[\[([^\[\]\n]{1,1000})\]\]")
 _AUTO = re.compile(r"<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>")
 _ANCHOR_TAG = re.compile(
@@ -241,11 +243,15 @@ class Extractor:
     def section(self, start: int, stop: int, section: OwnSection) -> None:
         """One of ``mdoutline.iter_own_sections(body)``, in order: its heading's line, then its
         own text (``section.text``, decoded already)."""
-        if section.level:
+        self.section_parts(start, stop, section.anchor, section.level, section.text)
+
+    def section_parts(self, start: int, stop: int, anchor: str, level: int, text: str) -> None:
+        """``section`` of a section given by the parts it reads (no ``OwnSection`` made)."""
+        if level:
             head = self._body[self._end : start]
-            text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
-            self.feed(section.anchor, text, self._line_at(self._end))
-        self.feed(section.anchor, section.text, self._line_at(start))
+            line = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+            self.feed(anchor, line, self._line_at(self._end))
+        self.feed(anchor, text, self._line_at(start))
         self._end = stop
 
     def skip(self, stop: int) -> None:
@@ -306,7 +312,8 @@ class Extractor:
                 stripped = raw.strip()
                 first = stripped[:1]
             if not stripped:
-                self._flush(text, head, begin, end, start, section)
+                if begin >= 0:  # most blank lines follow another, or a fence: no call
+                    self._flush(text, head, begin, end, start, section)
                 head, begin, blank = "", -1, True
                 continue
             if first in _FENCE_STARTS and (found := _FENCE.match(raw)):
@@ -389,8 +396,11 @@ class Extractor:
 
     def _add(self, line: int, section: str, target: str, label: str, syntax: str) -> None:
         link = self._link(line, section, target, label, syntax)
-        if link is not None:
-            self._keep(link)
+        if link is not None:  # ``_keep`` inlined: one call less a link
+            if self._sink is not None:
+                self._sink(link)
+            else:
+                self._links.append(link)
 
     def _keep(self, link: Link) -> None:
         if self._sink is not None:
@@ -458,6 +468,17 @@ class Extractor:
                     taken.extend((at, pos))
                 continue
             image = at > 0 and masked[at - 1] == "!"
+            if (
+                closing is None
+                and (simple := _SIMPLE_LINK.match(masked, at)) is not None
+                and (masked is text or text.startswith(simple.group(), at))
+            ):  # what the steps below find for it (nothing nests; nothing masked in it)
+                pos = simple.end()
+                if bare:
+                    taken.extend((at, pos))
+                if not image:
+                    self._add(line_of(at), section, simple.group(2), simple.group(1), INLINE)
+                continue
             wiki = _WIKI.match(masked, at) if masked.startswith("[[", at) else None
             if wiki is not None:
                 pos = wiki.end()
@@ -512,20 +533,20 @@ class Extractor:
     ) -> None:
         """Bare URLs (GFM's extended autolinks, and ``mark://`` ones) in ``masked`` outside the
         ``taken`` spans (links and comments), each span read as blanks: the URLs of the gaps
-        between them, a gap after a span starting after a blank."""
-        gap = 0
-        for index in range(0, len(taken) + 2, 2):
-            if index < len(taken):
-                start, end = taken[index], taken[index + 1]
-            else:
-                start = end = len(masked)
+        between them, a gap after a span starting after a blank. ``taken`` gets an empty span
+        at the end (the gap after the last one): its caller is done with it."""
+        gap, find = 0, masked.find
+        www = "w." in masked or "W." in masked  # most paragraphs hold none: one test a gap
+        taken.extend((len(masked), len(masked)))
+        spans = iter(taken)
+        for start, end in zip(spans, spans, strict=True):
             if start > gap and (
-                masked.find("://", gap, start) >= 0
-                or masked.find("w.", gap, start) >= 0
-                or masked.find("W.", gap, start) >= 0
+                find("://", gap, start) >= 0
+                or (www and (find("w.", gap, start) >= 0 or find("W.", gap, start) >= 0))
             ):  # most gaps hold no URL (``://``, ``www.``): the links' own targets held it
                 self._bare_in(masked, gap, start, line_of, section)
-            gap = max(gap, end)
+            if end > gap:
+                gap = end
 
     def _bare_in(
         self, masked: str, gap: int, stop: int, line_of: Callable[[int], int], section: str
@@ -848,7 +869,12 @@ def parse_target(raw: str, source: str, syntax: str) -> Target:
 def offsite(raw: str, syntax: str) -> bool:
     """Whether a target written so is a URL off every server, whatever document holds it: one
     ``parse_target`` gives no path (a ``mark://`` URL is not: it may name this server)."""
+    if raw.startswith(_WEB):  # most: what ``_written`` reads it as, without reading it
+        return syntax != WIKI
     return syntax != WIKI and _written(raw, syntax)[1]
+
+
+_WEB = ("https://", "http://")
 
 
 def _written(raw: str, syntax: str) -> tuple[str, bool]:

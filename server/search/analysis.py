@@ -613,18 +613,14 @@ def _marked(body: bytes, start: int, stop: int) -> bool:
     )
 
 
-def _own_section(*fields: object) -> mdoutline.OwnSection:
-    from markproto.protocol.mdoutline import OwnSection
-
-    return OwnSection(*fields)  # type: ignore[arg-type]
-
-
 class _Links:
     """The body's links as the sections stream by, each kept as its ``links.tail`` in UTF-8
     with its line and its heading's number in arrays, until the anchors are known: a
     link-dense body holds a few bytes a link beside its text, not a string or a tuple. The
     reference links are not among them: the extractor holds their uses (fewer bytes still)
     and they are matched as they are packed."""
+
+    __slots__ = ("_body", "_end", "_ends", "_extractor", "_heading", "_tails", "headings", "lines")
 
     def __init__(self, body: bytes) -> None:
         from markproto.protocol.links import Extractor
@@ -638,6 +634,8 @@ class _Links:
         """Where each link's tail ends in ``_tails``."""
         self._end = 0
         """Where the last section fed ends (the next heading's line starts there)."""
+        self._heading = heading = array("i", [-1])
+        """The heading of the section being fed (what its links' ``section`` names)."""
 
         def keep(link: Link) -> None:
             """A function, not a bound method: the extractor holds it, and a method would tie
@@ -646,7 +644,7 @@ class _Links:
             rest = tail(link)
             if rest is not None:
                 lines.append(link.line)
-                headings.append(int(link.section[1:]) if link.section else -1)
+                headings.append(heading[0])
                 tails.extend(rest)
                 ends.append(len(tails))
 
@@ -656,14 +654,16 @@ class _Links:
         """Feed one section: its own text decoded only if it may hold a link, and nothing at
         all where neither it nor its heading's line may."""
         body, start, stop = self._body, span.start, span.stop
-        if not _marked(body, self._end, stop):
+        marked = _marked(body, start, stop)
+        # a heading's line ends with a newline or the body: no mark spans it and the text
+        if not marked and not _marked(body, self._end, start):
             self._extractor.skip(stop)
             self._end = stop
             return
-        text = body[start:stop].decode("utf-8", "replace") if _marked(body, start, stop) else ""
+        text = body[start:stop].decode("utf-8", "replace") if marked else ""
         key = f"{_HEADING_KEY}{heading}" if span.level else ""
-        own = _own_section(key, span.heading, span.level, span.trail, text)
-        self._extractor.section(start, stop, own)
+        self._heading[0] = heading if span.level else -1
+        self._extractor.section_parts(start, stop, key, span.level, text)
         self._end = stop
 
     def headings_linked(self) -> set[int]:

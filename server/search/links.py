@@ -56,6 +56,8 @@ __all__ = [
 
 _FIELD, _RECORD = "\x1f", "\x1e"
 _RECORD_BYTE, _FIELD_BYTE = _RECORD.encode(), _FIELD.encode()
+_LINE_FIELD = b"%d" + _FIELD_BYTE
+"""A record's line and the mark after it, for ``%``."""
 _SYNTAX = (kinds.INLINE, kinds.REFERENCE, kinds.AUTOLINK, kinds.HTML, kinds.WIKI)
 _CODE = {syntax: str(number) for number, syntax in enumerate(_SYNTAX)}
 _INFLATE = 32 << 10
@@ -79,11 +81,14 @@ def pack(found: Iterable[Link]) -> tuple[bytes, int]:
 
 def tail(link: Link) -> bytes | None:
     """What ``pack`` keeps of a link but its line and section, in UTF-8 (None: it is left
-    out), so a caller that learns the sections later holds a few bytes a link meanwhile."""
-    if has_control(link.target, tab_ok=True):
+    out), so a caller that learns the sections later holds a few bytes a link meanwhile. A
+    printable string holds no control character: most are judged by that one C loop."""
+    target, label = link.target, link.label
+    if not target.isprintable() and has_control(target, tab_ok=True):
         return None
-    rest = f"{_CODE[link.syntax]}{_FIELD}{link.target}{_FIELD}{_one_line(link.label)}"
-    return rest.encode("utf-8", "surrogatepass")
+    if not label.isprintable() and has_control(label):
+        label = " ".join(label.split())
+    return f"{_CODE[link.syntax]}{_FIELD}{target}{_FIELD}{label}".encode("utf-8", "surrogatepass")
 
 
 _WINDOW_BITS, _MEMORY_LEVEL = 13, 4
@@ -104,16 +109,21 @@ def pack_tails(found: Iterable[tuple[int, str, bytes | bytearray]]) -> tuple[byt
     out: list[bytes] = []
     batch: list[bytes] = []
     count = 0
-    named, encoded = "", b""
-    """The last section seen and its UTF-8 (``b""``: it holds a control character)."""
+    named, marked = "", _FIELD_BYTE * 2
+    """The last section seen, in UTF-8 between field marks (``b""``: it holds a control
+    character): what goes in for the tail's first mark, the one after its code digit."""
     for line, section, rest in found:
         if section != named:
             named = section
-            encoded = b"" if has_control(section) else section.encode("utf-8", "surrogatepass")
-        if section and not encoded:
+            marked = (
+                b""
+                if has_control(section)
+                else _FIELD_BYTE + section.encode("utf-8", "surrogatepass") + _FIELD_BYTE
+            )
+        if not marked:
             continue
         # line, code, section, target and label: the tail is code, target and label
-        batch.append(_FIELD_BYTE.join((b"%d" % line, rest[:1], encoded, rest[2:])))
+        batch.append(_LINE_FIELD % line + rest.replace(_FIELD_BYTE, marked, 1))
         count += 1
         if len(batch) == _BATCH:
             _compress(compressor, batch, count, out)
@@ -133,10 +143,6 @@ def _compress(compressor: zlib._Compress, batch: list[bytes], count: int, out: l
     if chunk:  # most batches add nothing yet: no empty chunk held for each
         out.append(chunk)
     batch.clear()
-
-
-def _one_line(label: str) -> str:
-    return " ".join(label.split()) if has_control(label) else label
 
 
 def unpack(data: bytes, start: int = 0, stop: int | None = None) -> list[Link]:

@@ -227,6 +227,31 @@ def test_bare_urls_are_read_around_the_links(text: str, spans: list[tuple[int, i
     assert got == want
 
 
+_LINKY = st.lists(
+    st.sampled_from(
+        [
+            *("[a](b)", "[`c`](d)", "![i](j)", "[a](<b>)", "[a](b 't')", "[x][y]", "[y]: /z.md"),
+            *("[[w]]", "[[v|u]](t)", "<a href='h'>k</a>", "<http://q>", "http://r.s", "www.t"),
+            *("`", "``", "\\", "[", "]", "(", ")", "!", " ", "\n", "\n\n", "a", "\t", "é"),
+            "\u2028",
+        ]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(_LINKY, _SYNTAX), st.booleans())
+def test_a_whole_simple_link_reads_as_the_general_steps_read_it(body: str, as_bytes: bool) -> None:
+    """``_SIMPLE_LINK``, one match for a plain ``[label](target)``, finds the links the
+    bracket, label and destination steps find without it."""
+    form: str | bytes = body.encode("utf-8", "surrogatepass") if as_bytes else body
+    quick = extract(form)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(links, "_SIMPLE_LINK", re.compile(r"(?!)"))
+        assert extract(form) == quick
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(_TEXT, st.sampled_from(["a.md", "../b/c.md", "/d/", "#e"])), max_size=8))
 def test_every_link_written_in_prose_is_found_once(pairs: list[tuple[str, str]]) -> None:
@@ -324,9 +349,15 @@ def test_a_wikilink_falls_back_to_its_unique_file_name() -> None:
     assert resolve(parse_target("Note", "/y/z.md", "inline"), nothing, lookup) is None
 
 
-@settings(max_examples=300, deadline=None)
+_URLISH = st.tuples(
+    st.sampled_from(["https://", "http://", "HTTP://", " http://", "<https://", "mark://", "www."]),
+    st.text(max_size=20),
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
 @given(
-    st.text(max_size=60),
+    st.one_of(st.text(max_size=60), _URLISH),
     st.sampled_from(
         [linkkinds.INLINE, linkkinds.REFERENCE, linkkinds.AUTOLINK, linkkinds.HTML, linkkinds.WIKI]
     ),

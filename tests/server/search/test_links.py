@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from markproto.protocol import metadata, storefmt
+from markproto.protocol.chars import has_control
 from markproto.protocol.linkkinds import (
     AUTOLINK,
     EXTERNAL,
@@ -28,7 +29,7 @@ from markproto.protocol.linkkinds import (
     REFERENCE,
     Link,
 )
-from markproto.server.search.links import Edge, LinkIndex, links_of, pack, unpack
+from markproto.server.search.links import Edge, LinkIndex, links_of, pack, tail, unpack
 from markproto.server.search.service import Lookup
 from markproto.server.storage.content import Content
 from markproto.server.storage.layout import version_parts
@@ -294,6 +295,26 @@ def test_memory_is_counted_per_link() -> None:
     index = index_of(DOCS)
     links = sum(len(index.outbound(path)) for path in index.paths())
     assert 0 < index.memory() / links < 1000
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=12), st.text(max_size=12), st.sampled_from([INLINE, AUTOLINK]))
+def test_a_tail_leaves_out_control_targets_and_puts_labels_on_one_line(
+    target: str, label: str, syntax: str
+) -> None:
+    """``tail``'s printable shortcut decides as the control-character rules do."""
+    link = Link(1, "", target, label, syntax)
+    if has_control(target, tab_ok=True):
+        assert tail(link) is None
+        return
+    line = " ".join(label.split()) if has_control(label) else label
+    code = "2" if syntax == AUTOLINK else "0"
+    want = f"{code}\x1f{target}\x1f{line}".encode("utf-8", "surrogatepass")
+    assert tail(link) == want
+    section = "s\u00e9" if target else ""
+    assert unpack(pack([link._replace(section=section)])[0]) == [
+        Link(1, section, target, line, syntax)
+    ]
 
 
 def test_a_long_packed_record_is_read_back_a_piece_at_a_time() -> None:
