@@ -106,27 +106,8 @@ def test_a_section_split_between_runs_is_one_entry(runs: list[tuple[object, bool
     slot = 0
     for sections, freeze in runs:
         assert isinstance(sections, list)
-        per_term: dict[str, list[int]] = {}
-        for go_on, counts in sections:
-            slot += 0 if go_on or slot == 0 else 1
-            for term, tf in counts.items():
-                entry = slot << FLAG_BITS | (tf & 63) | (IN_HEADING if tf > 30 else 0)
-                found = model.setdefault(term, [])
-                if found and found[-1] >> FLAG_BITS == slot:
-                    found[-1] = combine(found[-1], entry)
-                else:
-                    found.append(entry)
-                own = per_term.setdefault(term, [])
-                if own and own[-1] >> FLAG_BITS == slot:
-                    own[-1] = combine(own[-1], entry)
-                else:
-                    own.append(entry)
-        terms = list(per_term)
-        entries = array("I", (entry for term in terms for entry in per_term[term]))
-        counts = array("I", (len(per_term[term]) for term in terms))
-        base = min(entries, default=0) >> FLAG_BITS  # slots from a base, as a batch's are
-        shifted = array("I", (entry - (base << FLAG_BITS) for entry in entries))
-        lists.extend("\n".join(terms), counts, shifted, base)
+        run, slot = _run(sections, slot, model)
+        lists.extend(*run)
         if freeze:
             lists.freeze(slot + 1)
             slot += 1
@@ -147,23 +128,9 @@ def test_a_merge_of_many_runs_is_the_merges_of_each(runs: list[tuple[object, int
     slot = 0
     for sections, every in runs:
         assert isinstance(sections, list)
-        per_term: dict[str, list[int]] = {}
-        for go_on, counts in sections:
-            slot += 0 if go_on or slot == 0 else 1
-            for term, tf in counts.items():
-                entry = slot << FLAG_BITS | (tf & 63) | (IN_HEADING if tf > 30 else 0)
-                own = per_term.setdefault(term, [])
-                if own and own[-1] >> FLAG_BITS == slot:
-                    own[-1] = combine(own[-1], entry)
-                else:
-                    own.append(entry)
-        if per_term:
-            terms = list(per_term)
-            entries = array("I", (entry for term in terms for entry in per_term[term]))
-            counts = array("I", (len(per_term[term]) for term in terms))
-            base = min(entries) >> FLAG_BITS  # slots from a base, as a batch's are
-            shifted = array("I", (entry - (base << FLAG_BITS) for entry in entries))
-            made.append(("\n".join(terms), counts, shifted, base, every))
+        run, slot = _run(sections, slot, {})
+        if run[0]:
+            made.append((*run, every))
     top = slot + 1
     # a merge comes between batches, never between a section's runs: only before a run
     # whose first section is past every section before it
@@ -184,6 +151,30 @@ def test_a_merge_of_many_runs_is_the_merges_of_each(runs: list[tuple[object, int
     for begin, end in pairwise(starts):  # one entry a section
         slots = [entry >> FLAG_BITS for entry in entries[begin:end]]
         assert slots == sorted(set(slots))
+
+
+def _run(
+    sections: list[tuple[bool, dict[str, int]]], slot: int, model: dict[str, list[int]]
+) -> tuple[tuple[str, array[int], array[int], int], int]:
+    """One run of ``sections`` as ``PostingLists.extend`` takes it (terms, counts, entries
+    from a base slot, the base), each section's entries added to ``model`` too; the last
+    section's slot. A section going on (``go_on``) shares the slot of the one before."""
+    per_term: dict[str, list[int]] = {}
+    for go_on, counts in sections:
+        slot += 0 if go_on or slot == 0 else 1
+        for term, tf in counts.items():
+            entry = slot << FLAG_BITS | (tf & 63) | (IN_HEADING if tf > 30 else 0)
+            for found in (model.setdefault(term, []), per_term.setdefault(term, [])):
+                if found and found[-1] >> FLAG_BITS == slot:
+                    found[-1] = combine(found[-1], entry)
+                else:
+                    found.append(entry)
+    terms = list(per_term)
+    entries = array("I", (entry for term in terms for entry in per_term[term]))
+    counts = array("I", (len(per_term[term]) for term in terms))
+    base = min(entries, default=0) >> FLAG_BITS  # slots from a base, as a batch's are
+    shifted = array("I", (entry - (base << FLAG_BITS) for entry in entries))
+    return ("\n".join(terms), counts, shifted, base), slot
 
 
 def test_a_merge_holds_no_object_per_frozen_term() -> None:
