@@ -428,10 +428,13 @@ class BodyIndex:
         if merge:
             self.merge_due()
 
-    def merge_due(self) -> None:
-        """Merge the postings' tail if it has outgrown its share (``PostingLists.due``)."""
-        if self._postings.due():
-            self.freeze()
+    def merge_due(self) -> bool:
+        """Merge the postings' tail if it has outgrown its share (``PostingLists.due``);
+        whether it did."""
+        if not self._postings.due():
+            return False
+        self.freeze()
+        return True
 
     def _add(self, entry: Entry, content_hash: str, start: int, outline: Outline) -> _Doc:
         """A document's own records from ``start`` (its postings are the caller's)."""

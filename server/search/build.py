@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from markproto.server import memory
 from markproto.server.search import saved as saving
 from markproto.server.search.bodyindex import BodyIndex, Weights
 from markproto.server.search.catalog import Catalog, Entry
@@ -212,7 +213,7 @@ class _Builder:
             return  # an empty root, or all restored: the analysis is never imported
         from markproto.server.search.analysis import analyze_many
 
-        batches = self._batches(todo)
+        batches = self._batches(self._largest_first(todo))
         total = 0
         for batch in batches:
             total += sum(len(doc.body) for doc in batch)
@@ -228,7 +229,25 @@ class _Builder:
             batch[:] = map(_bare, batch)
             self._apply(batch, result, size)
             del result  # the batch's runs of postings, copied into the tail: not in the merge
-            self.bodies.merge_due()
+            self._merge_due()
+
+    def _largest_first(self, todo: Sequence[CurrentVersion]) -> list[CurrentVersion]:
+        """``todo`` with the bodies analysed alone (`_batches`) first, the rest in order: a
+        large body's transient objects then come and go while the index is still small, and
+        what they leave free is filled by the index as it grows (FastAPI x1 in process: the
+        build's peak 1 MiB lower and what it settles at 0.6 MiB lower)."""
+        alone = BATCH_BYTES // 2
+        large = {id(doc) for doc in todo if (self.content.size(doc) or 0) >= alone}
+        return [doc for doc in todo if id(doc) in large] + [
+            doc for doc in todo if id(doc) not in large
+        ]
+
+    def _merge_due(self) -> None:
+        """A merge, if due, then the heap trimmed: a merge frees the tail's objects and the
+        old segment at once, which the next batches would otherwise find resident and the
+        build's peak would keep (FastAPI x5: 0.5 MiB lower)."""
+        if self.bodies.merge_due():
+            memory.trim()
 
     def _in_workers(self, first: list[Version], rest: Iterator[list[Version]]) -> None:
         import multiprocessing
@@ -247,10 +266,10 @@ class _Builder:
                 del bodies, batch
                 while flight and (flight[0][2].done() or len(flight) > 2 * self.workers):
                     self._apply_done(flight.popleft())
-                    self.bodies.merge_due()
+                    self._merge_due()
             while flight:
                 self._apply_done(flight.popleft())
-                self.bodies.merge_due()
+                self._merge_due()
 
     def _apply_done(
         self, item: tuple[list[Version], int, concurrent.futures.Future[_Batch]]

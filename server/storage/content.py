@@ -237,6 +237,11 @@ class Content:
             log.error("not indexing a corrupt version file: %s", exc)
             return None
 
+    def size(self, current: CurrentVersion) -> int | None:
+        """The current version's file size (its body and a little frontmatter), unread: a
+        build orders its work by it."""
+        return self._store.file_size(current.file)
+
     def read_version(self, path: str, number: int) -> Version | None:
         """An older (or the current) version; archived state does not matter here."""
         return self._store.load(path, number)

@@ -142,6 +142,17 @@ class Root:
         with folder:
             return folder.read(name, limit, cut)
 
+    def size(self, file: str) -> int | None:
+        """The size of the regular file ``file`` (relative to the root); None if it is missing,
+        a link or not a regular file."""
+        *parts, name = file.split("/")
+        folder = self.folder(parts)
+        if folder is None:
+            return None
+        with folder:
+            st = folder.regular(name)
+        return None if st is None else st.st_size
+
     def refuse(self, name: str, why: str) -> None:
         """Log, once per ``name`` (relative to the root), why it is not used."""
         if name in self._refused or len(self._refused) > REFUSALS_LOGGED:

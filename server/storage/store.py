@@ -223,6 +223,10 @@ class Store:
             path, number or pointer.number, file, head, rest, st, current=number is None
         )
 
+    def file_size(self, file: str) -> int | None:
+        """A version file's size in bytes, unread (None if it is gone)."""
+        return self.root.size(file)
+
     def load_file(self, path: str, number: int, file: str) -> Version | None:
         """One known version file of ``path`` (its in-file archived line, no flag lookup)."""
         try:

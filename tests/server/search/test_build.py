@@ -18,6 +18,7 @@ from support.exchange import seed
 from markproto import durable
 from markproto.protocol import wire
 from markproto.protocol.bodies import LookupRow
+from markproto.server import memory
 from markproto.server.search import analysis, build, postings, saved
 from markproto.server.search.build import Build
 from markproto.server.search.service import Lookup, parse_query
@@ -103,15 +104,17 @@ async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int
 
 
 @pytest.mark.usefixtures("small_batches")
-async def test_a_large_body_is_analysed_in_a_batch_of_its_own(
+async def test_large_bodies_are_analysed_first_each_in_a_batch_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its analysis is a build's peak: no other body of the batch is held beside it."""
+    """Its analysis is a build's peak: no other body of the batch is held beside it, and the
+    index is still small meanwhile."""
     folder = tmp_path / "large"
     folder.mkdir()
     big = "# Big\n\n" + "papaya grove " * 40 + "\n"
+    bigger = big + "mango " * 10 + "\n"
     assert len(big) >= build.BATCH_BYTES // 2
-    seed(folder, [*DOCS[:12], ("/d5/big.md", big, {}), *DOCS[12:24]])
+    seed(folder, [*DOCS[:12], ("/d5/big.md", big, {}), *DOCS[12:24], ("/e/b.md", bigger, {})])
     batches: list[list[int]] = []
     analyze_many = analysis.analyze_many
 
@@ -122,9 +125,36 @@ async def test_a_large_body_is_analysed_in_a_batch_of_its_own(
     monkeypatch.setattr(analysis, "analyze_many", recorded)
     lookup, content = await built(folder)
     content.close()
-    assert [len(b) for b in batches if max(b) >= build.BATCH_BYTES // 2] == [1]
-    assert sum(map(len, batches)) == 25
+    sizes = [len(big.encode()), len(bigger.encode())]
+    assert sorted(map(tuple, batches[:2])) == [(n,) for n in sizes]
+    assert all(max(b) < build.BATCH_BYTES // 2 for b in batches[2:])
+    assert sum(map(len, batches)) == 26
     assert lookup.catalog.get("/d5/big.md") is not None
+    assert lookup.catalog.get("/e/b.md") is not None
+
+
+@pytest.mark.usefixtures("small_batches")
+async def test_the_build_trims_the_heap_after_each_merge(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge frees the tail and the old segment at once; trimmed then, the build's peak does
+    not keep those pages resident for the next batches."""
+    events: list[str] = []
+    freeze = postings.PostingLists.freeze
+
+    def recorded(self: postings.PostingLists, top: int) -> None:
+        events.append("merge")
+        freeze(self, top)
+
+    monkeypatch.setattr(postings.PostingLists, "freeze", recorded)
+    monkeypatch.setattr(postings, "_TAIL_MIN", 0)  # a merge after every batch
+    monkeypatch.setattr(memory, "trim", lambda **_: events.append("trim"))
+    _, content = await built(root)
+    content.close()
+    assert events.count("merge") > 3
+    # every merge during the batches is followed by a trim (the last, at the end, is the
+    # server's to trim once the indexes are swapped in)
+    assert events[:-1] == ["merge", "trim"] * (len(events) // 2)
 
 
 @pytest.mark.usefixtures("small_batches")

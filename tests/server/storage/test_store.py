@@ -394,3 +394,17 @@ def test_loading_a_large_version_holds_its_body_about_once(store: Store) -> None
         tracemalloc.stop()
     assert loaded is not None and loaded.body == body
     assert peak < 1.3 * len(body)  # the file and its body slice were 2x
+
+
+def test_a_version_files_size_is_read_without_its_bytes_and_never_through_a_link(
+    store: Store, tmp_path: Path
+) -> None:
+    """A build orders its work by it; a link planted in the root is not followed."""
+    version = written(store.publish("/s/a.md", b"# Sized\n\nbody\n", {}, None)).version
+    assert store.file_size(version.file) == (tmp_path / version.file).stat().st_size
+    outside = tmp_path.parent / "outside.md"
+    outside.write_bytes(b"x" * 5000)
+    os.symlink(outside, tmp_path / "s/versions/planted")
+    assert store.file_size("s/versions/planted") is None
+    assert store.file_size("s/versions/missing") is None
+    assert store.file_size("nowhere/at/all") is None
