@@ -232,20 +232,16 @@ class _Builder:
             self._merge_due()
 
     def _largest_first(self, todo: Sequence[CurrentVersion]) -> list[CurrentVersion]:
-        """``todo`` with the bodies analysed alone (`_batches`) first, the rest in order: a
-        large body's transient objects then come and go while the index is still small, and
-        what they leave free is filled by the index as it grows (FastAPI x1 in process: the
-        build's peak 1 MiB lower and what it settles at 0.6 MiB lower)."""
+        """``todo`` with the bodies analysed alone (`_batches`) first, each part in its order:
+        a large body's transient objects then come and go while the index is still small, and
+        the index grows into what they leave free (docs/PERFORMANCE.md, "Start-up build")."""
         alone = BATCH_BYTES // 2
-        large = {id(doc) for doc in todo if (self.content.size(doc) or 0) >= alone}
-        return [doc for doc in todo if id(doc) in large] + [
-            doc for doc in todo if id(doc) not in large
-        ]
+        return sorted(todo, key=lambda doc: (self.content.size(doc) or 0) < alone)  # stable
 
     def _merge_due(self) -> None:
         """A merge, if due, then the heap trimmed: a merge frees the tail's objects and the
-        old segment at once, which the next batches would otherwise find resident and the
-        build's peak would keep (FastAPI x5: 0.5 MiB lower)."""
+        old segment at once, and untrimmed those pages stay resident through the next batches,
+        up to the build's peak (FastAPI x5 in process, with the order above: 8.5 -> 7.7 MiB)."""
         if self.bodies.merge_due():
             memory.trim()
 
