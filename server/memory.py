@@ -28,12 +28,13 @@ log = logging.getLogger("markproto.server.memory")
 
 DEFAULT_BUDGET = 384 << 20
 """The budget without a setting or a cgroup limit: what the systemd unit's MemoryMax gives."""
-ARENAS = 2
+ARENAS = 1
 """glibc heaps (``MALLOC_ARENA_MAX``) when the environment does not say: each thread that
 allocates (the event loop, the writer, the build) can otherwise get its own (up to eight a core),
-and a heap's free memory serves only its own threads. Two, not one, so the build thread does not
-contend with the event loop for one heap's lock (docs/PERFORMANCE.md, "Board budget", says what
-is measured of it and what is not)."""
+and a heap's free memory serves only its own threads. One: the interpreter's lock already keeps
+the threads from allocating at once, and against two heaps the FastAPI x1 publish settled
+0.2-0.3 of its body bytes lower, with the same publish time and the same FETCH p99 while a 1 MB
+document was published (docs/PERFORMANCE.md, "Board budget", 3 Dec)."""
 MMAP_THRESHOLD = 256 << 10
 """Blocks this large or larger get pages of their own (``MALLOC_MMAP_THRESHOLD_``), handed back
 to the system as soon as they are freed. glibc's default starts at 128 KiB but rises to the size

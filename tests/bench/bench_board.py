@@ -5,8 +5,9 @@ published live over QUIC, RSS of the server and its workers from /proc.
    settled, then after a restart that restores the saved index and one that builds it in full.
 2. A second client's FETCH p99 while a 1 MB document is published, against its p99 in the quiet
    rounds between (alternating).
-3. Settled RSS after the x5 publish with main's allocator settings (``MALLOC_ARENA_MAX=2`` and
-   ``malloc_trim`` after write bursts) against glibc's defaults (both patched out in the child).
+3. Settled RSS after the x1 and x5 publish with the server's allocator settings (one glibc heap,
+   a fixed mmap threshold, ``malloc_trim`` after write bursts) against others: two heaps, no
+   trim, glibc's defaults (patched out in the child), ``PYTHONMALLOC=malloc``.
 4. Empty root: exec to the first answered FETCH and RSS, `mark-server serve` against the bare
    aioquic echo server (tests/support/echo.py) started the same way, interleaved.
 5. Index-ready MB/s at start-up on the x5 root, from the server's "lookup index built" record.
@@ -374,7 +375,8 @@ class Allocator:
 
 
 ALLOCATORS = (
-    Allocator("now: pymalloc, MALLOC_ARENA_MAX=2, mmap threshold 256 KiB, malloc_trim", {}, {}),
+    Allocator("now: pymalloc, MALLOC_ARENA_MAX=1, mmap threshold 256 KiB, malloc_trim", {}, {}),
+    Allocator("pymalloc, MALLOC_ARENA_MAX=2 (two glibc heaps)", {"MALLOC_ARENA_MAX": "2"}, {}),
     Allocator("pymalloc, no trim", {}, NO_TRIM),
     Allocator("pymalloc, glibc defaults (no tune, no trim)", {}, NO_ALLOCATOR_SETTINGS),
     Allocator("PYTHONMALLOC=malloc, tune + malloc_trim", {"PYTHONMALLOC": "malloc"}, {}),

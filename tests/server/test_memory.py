@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import gc
+import os
+import platform
+import subprocess
+import sys
 import weakref
+
+import pytest
 
 from markproto.server import memory
 
@@ -33,3 +39,43 @@ def test_trim_frees_what_only_reference_cycles_hold() -> None:
     finally:
         if was:
             gc.enable()
+
+
+_HEAPS = """
+import ctypes, os, sys, tempfile, threading
+from markproto.server import memory
+memory.tune()
+kept = []
+together = threading.Barrier(4)  # alive at once: a thread that ends hands its heap on
+def work():
+    together.wait()
+    kept.append([bytearray(100_000) for _ in range(20)])  # glibc, below the mmap threshold
+    together.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc = ctypes.CDLL("libc.so.6")
+libc.fopen.restype = ctypes.c_void_p
+fd, name = tempfile.mkstemp()
+out = libc.fopen(name.encode(), b"w")
+libc.malloc_info(0, ctypes.c_void_p(out))
+libc.fclose(ctypes.c_void_p(out))
+print(open(name).read().count("<heap nr="))
+os.unlink(name)
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
+)
+@pytest.mark.parametrize(("env", "heaps"), [({}, memory.ARENAS), ({"MALLOC_ARENA_MAX": "3"}, 3)])
+def test_tune_holds_threads_to_its_heaps_unless_the_environment_says(
+    env: dict[str, str], heaps: int
+) -> None:
+    """Every thread that allocates could otherwise get a heap of its own, whose free memory
+    no other thread reuses."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")} | env
+    got = subprocess.run(
+        [sys.executable, "-c", _HEAPS], env=environ, capture_output=True, text=True, check=True
+    )
+    assert int(got.stdout) == heaps
