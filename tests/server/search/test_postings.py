@@ -153,6 +153,64 @@ def test_a_merge_of_many_runs_is_the_merges_of_each(runs: list[tuple[object, int
         assert slots == sorted(set(slots))
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(RUN, st.booleans()), min_size=1, max_size=5), max_size=4),
+    st.lists(st.integers(0, 3), max_size=3),
+)
+def test_a_merge_between_one_documents_runs_keeps_every_list(
+    docs: list[list[tuple[object, bool]]], removals: list[int]
+) -> None:
+    """``extend(merge=True)`` merges the tail before a run even where a section goes on
+    across the cut (a large document's runs, live): the split entry is combined in the
+    frozen segment, every list stays what the model says after each run, one entry a
+    section, and a document cut so, removed, leaves none of its entries, before and after
+    the next merge."""
+    lists, model = PostingLists(), {}
+    slot = 0
+    spans: list[tuple[int, int]] = []
+    for doc in docs:
+        first = slot = slot + 1 if model else slot
+        for sections, merge in doc:
+            assert isinstance(sections, list)
+            run, slot = _run(sections, slot, model)
+            if run[0]:
+                lists.extend(*run, merge=merge)
+            for term in TERMS:
+                assert list(lists.get(term)) == model.get(term, [])
+        spans.append((first, slot + 1))
+    for number in removals:
+        if not spans:
+            break
+        low, high = spans.pop(number % len(spans))
+        lists.remove(low, high)
+        for term in list(model):
+            model[term] = [e for e in model[term] if not low <= e >> FLAG_BITS < high]
+            if not model[term]:
+                del model[term]
+        for term in TERMS:
+            assert list(lists.get(term)) == model.get(term, [])
+    lists.freeze(slot + 1)
+    for term in TERMS:
+        found = list(lists.get(term))
+        assert found == model.get(term, [])
+        slots = [entry >> FLAG_BITS for entry in found]
+        assert slots == sorted(set(slots))
+    assert len(lists) == len(model)
+
+
+def test_a_merge_between_runs_leaves_a_dump_as_it_was() -> None:
+    """The entry a merge between a section's runs combines is in the frozen segment: after a
+    dump (a save writing on a thread) it is combined in a copy, not in the dumped array."""
+    lists = PostingLists()
+    _many_entries(lists, 50, 3, 0)
+    _, _, entries = lists.dump(3)  # slot 2, frozen, goes on in the next run
+    kept = array("I", entries)
+    lists.extend("w0003", array("I", (1,)), array("I", (2 << FLAG_BITS | 1,)), 0, merge=True)
+    assert entries == kept
+    assert list(lists.get("w0003")) == [1, 1 << FLAG_BITS | 1, 2 << FLAG_BITS | 2]
+
+
 def _run(
     sections: list[tuple[bool, dict[str, int]]], slot: int, model: dict[str, list[int]]
 ) -> tuple[tuple[str, array[int], array[int], int], int]:
