@@ -297,6 +297,12 @@ class _Builder:
             yield batch
 
     def _apply(self, batch: list[Version], result: _Batch, size: int) -> None:
+        """Index one batch's analyses. A body analysed alone goes in as a live write does,
+        a due tail merged before each of its runs, then the heap trimmed: its runs then never
+        pile up as one tail of objects a term (FastAPI x1 in process, five alternating fresh
+        processes each: peak 3.86-4.40 -> 3.31-3.50 MiB, settled 2.78-3.35 -> 2.47-2.48; CPU
+        and x5 alike within their spread). Other batches leave their merge to ``_merge_due``,
+        once the runs are let go (merges between their runs cost x5 20-30 % more CPU)."""
         analyses, runs = result
         docs = []
         for doc, analysis in zip(batch, analyses, strict=True):
@@ -304,7 +310,10 @@ class _Builder:
             self.catalog.put(entry)
             self.links.apply(doc.path, analysis, doc.meta)
             docs.append((entry, doc.content_hash, analysis))
-        self.bodies.apply_batch(docs, runs, merge=False)
+        alone = len(batch) == 1 and size >= BATCH_BYTES // 2
+        self.bodies.apply_batch(docs, runs, merge=alone)
+        if alone:
+            memory.trim()
         self._done += len(batch)
         self._bytes += size
         self._report()

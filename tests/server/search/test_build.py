@@ -158,6 +158,43 @@ async def test_the_build_trims_the_heap_after_each_merge(
 
 
 @pytest.mark.usefixtures("small_batches")
+async def test_a_body_analysed_alone_merges_between_its_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its runs go in as a live write's do, a due tail merged before each (a long section
+    split across a cut combined in the frozen segment), then the heap trimmed once: the
+    index is the one inline puts make."""
+    folder = tmp_path / "alone"
+    folder.mkdir()
+    words = " ".join(f"w{n}" for n in range(60))
+    big = "# Big\n\n" + "".join(f"## S{n}\n\n{words} k{n}\n\n" for n in range(4))
+    big += "## Long\n\n" + " ".join(f"long{n} papaya" for n in range(80)) + "\n"
+    seed(folder, [*DOCS[:6], ("/big.md", big, {})])
+    monkeypatch.setattr(analysis, "RUN_TERMS", 16)  # the big body's analysis: many runs
+    monkeypatch.setattr(postings, "_TAIL_MIN", 0)
+    events: list[str] = []
+    freeze = postings.PostingLists.freeze
+
+    def recorded(self: postings.PostingLists, top: int) -> None:
+        events.append("merge")
+        freeze(self, top)
+
+    monkeypatch.setattr(postings.PostingLists, "freeze", recorded)
+    trim = memory.trim
+    monkeypatch.setattr(memory, "trim", lambda **kw: (events.append("trim"), trim(**kw))[1])
+    lookup, content = await built(folder)
+    first_trim = events.index("trim")
+    assert events[:first_trim].count("merge") > 3  # the big body came first, alone
+    want_lookup, want_content = inline(folder)
+    try:
+        assert every_answer(lookup, content) == every_answer(want_lookup, want_content)
+        assert lookup.bodies.dump()[1:] == want_lookup.bodies.dump()[1:]
+    finally:
+        content.close()
+        want_content.close()
+
+
+@pytest.mark.usefixtures("small_batches")
 async def test_the_built_indexes_keep_the_snapshots_own_metadata_and_hashes(root: Path) -> None:
     """What a build reads from disk equals what the snapshot holds: the indexes keep the
     snapshot's objects, one copy a document, not a second one read again."""
