@@ -86,6 +86,19 @@ async def built(root: Path, workers: int = 0, file: Path | None = None) -> tuple
     return lookup, content
 
 
+def merges_recorded(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gets "merge" at every merge of the posting lists (they still merge)."""
+    events: list[str] = []
+    freeze = postings.PostingLists.freeze
+
+    def recorded(self: postings.PostingLists, top: int) -> None:
+        events.append("merge")
+        freeze(self, top)
+
+    monkeypatch.setattr(postings.PostingLists, "freeze", recorded)
+    return events
+
+
 @pytest.mark.usefixtures("small_batches")
 @pytest.mark.parametrize("workers", [0, 1, 2])
 async def test_the_build_gives_the_index_of_inline_puts(root: Path, workers: int) -> None:
@@ -139,14 +152,7 @@ async def test_the_build_trims_the_heap_after_each_merge(
 ) -> None:
     """A merge frees the tail and the old segment at once; trimmed then, the build's peak does
     not keep those pages resident for the next batches."""
-    events: list[str] = []
-    freeze = postings.PostingLists.freeze
-
-    def recorded(self: postings.PostingLists, top: int) -> None:
-        events.append("merge")
-        freeze(self, top)
-
-    monkeypatch.setattr(postings.PostingLists, "freeze", recorded)
+    events = merges_recorded(monkeypatch)
     monkeypatch.setattr(postings, "_TAIL_MIN", 0)  # a merge after every batch
     monkeypatch.setattr(memory, "trim", lambda **_: events.append("trim"))
     _, content = await built(root)
@@ -172,14 +178,7 @@ async def test_a_body_analysed_alone_merges_between_its_runs(
     seed(folder, [*DOCS[:6], ("/big.md", big, {})])
     monkeypatch.setattr(analysis, "RUN_TERMS", 16)  # the big body's analysis: many runs
     monkeypatch.setattr(postings, "_TAIL_MIN", 0)
-    events: list[str] = []
-    freeze = postings.PostingLists.freeze
-
-    def recorded(self: postings.PostingLists, top: int) -> None:
-        events.append("merge")
-        freeze(self, top)
-
-    monkeypatch.setattr(postings.PostingLists, "freeze", recorded)
+    events = merges_recorded(monkeypatch)
     trim = memory.trim
     monkeypatch.setattr(memory, "trim", lambda **kw: (events.append("trim"), trim(**kw))[1])
     lookup, content = await built(folder)
