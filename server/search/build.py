@@ -235,8 +235,7 @@ class _Builder:
         """``todo`` with the bodies analysed alone (`_batches`) first, each part in its order:
         a large body's transient objects then come and go while the index is still small, and
         the index grows into what they leave free (docs/PERFORMANCE.md, "Start-up build")."""
-        alone = BATCH_BYTES // 2
-        return sorted(todo, key=lambda doc: (self.content.size(doc) or 0) < alone)  # stable
+        return sorted(todo, key=lambda doc: not _goes_alone(self.content.size(doc) or 0))
 
     def _merge_due(self) -> None:
         """A merge, if due, then the heap trimmed: a merge frees the tail's objects and the
@@ -282,7 +281,7 @@ class _Builder:
             version = self.content.load(current)
             if version is None:
                 continue
-            if batch and len(version.body) >= BATCH_BYTES // 2:
+            if batch and _goes_alone(len(version.body)):
                 # a large body is analysed alone: its analysis is the build's peak, and the
                 # batch's other bodies are not held beside it
                 yield batch
@@ -310,7 +309,7 @@ class _Builder:
             self.catalog.put(entry)
             self.links.apply(doc.path, analysis, doc.meta)
             docs.append((entry, doc.content_hash, analysis))
-        alone = len(batch) == 1 and size >= BATCH_BYTES // 2
+        alone = len(batch) == 1 and _goes_alone(size)
         self.bodies.apply_batch(docs, runs, merge=alone)
         if alone:
             memory.trim()
@@ -335,6 +334,12 @@ class _Builder:
                 "eta_s": round(left * mean / rate) if rate else "-",
             },
         )
+
+
+def _goes_alone(size: int) -> bool:
+    """Whether a body of ``size`` bytes is analysed in a batch of its own (``BATCH_BYTES``
+    read when asked: tests make batches small)."""
+    return size >= BATCH_BYTES // 2
 
 
 def _chain(first: list[Version], rest: Iterator[list[Version]]) -> Iterator[list[Version]]:

@@ -222,8 +222,6 @@ class PostingLists:
         """A run's terms and parts after each part's first entry is combined with its term's
         last frozen one, where both are of one section (``extend``'s ``merge`` cut the
         section's runs); the parts left empty dropped; how many entries were combined."""
-        if self._lent:  # a save may be writing the frozen entries: change a copy
-            self._entries, self._lent = array("I", self._entries), False
         frozen, begins, top = self._entries, self._begins, self._top
         combined = 0
         for name, part in zip(names, parts, strict=True):
@@ -233,6 +231,9 @@ class PostingLists:
             if at >= 0 and begins[at + 1] > begins[at]:
                 last = begins[at + 1] - 1
                 if frozen[last] >> _SHIFT == part[0] >> _SHIFT:
+                    if self._lent:  # a save may be writing the frozen entries: change a copy
+                        self._entries = frozen = array("I", frozen)
+                        self._lent = False
                     frozen[last] = combine(frozen[last], part.pop(0))
                     combined += 1
         if combined:

@@ -224,8 +224,14 @@ def _stats(app: Any) -> dict[str, int]:
     return {**dataclasses.asdict(app.server.usage()), "rss": rss_bytes(os.getpid())}
 
 
-PACKAGES = ("markproto.protocol", "markproto.durable", "markproto.tree", "markproto.server")
-PACKAGES += ("markproto.client",)
+PACKAGES = (
+    "markproto.protocol",
+    "markproto.durable",
+    "markproto.tree",
+    "markproto.server",
+    "markproto.client",
+)
+"""The installed packages (pyproject's ``package-dir``), each compiled with its subpackages."""
 
 
 @functools.cache
