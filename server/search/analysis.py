@@ -100,6 +100,11 @@ def combine(first: int, second: int) -> int:
     return (first | second) & ~TF_MAX | tf
 
 
+_NO_SUFFIXES = array("I")
+"""The suffixes of every outline that has none: never appended to (``_analyze`` gathers them
+in arrays of its own and makes the outline again)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outline:
     """What the index keeps of a document's sections: for each, where its own text is, its word
@@ -123,6 +128,11 @@ class Outline:
     suffixed: array[int]
     """The sections whose anchor has a dedupe suffix, ascending, and ``suffixes`` theirs."""
     suffixes: array[int]
+
+    def __post_init__(self) -> None:
+        if not self.suffixed:  # most documents: one shared pair, not two arrays (160 bytes)
+            object.__setattr__(self, "suffixed", _NO_SUFFIXES)
+            object.__setattr__(self, "suffixes", _NO_SUFFIXES)
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -577,10 +587,10 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         tuple(parts),
         heading_sizes,
         preamble,
-        array("I"),
-        array("I"),
+        _NO_SUFFIXES,
+        _NO_SUFFIXES,
     )
-    suffixed, suffixes = outline.suffixed, outline.suffixes
+    suffixed, suffixes = array("I"), array("I")
     first = 1 if preamble else 0
     gone = 0
     wanted = linked.headings_linked()
@@ -595,6 +605,8 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
             suffixed.append(number - gone + first)
             suffixes.append(suffix)
     packed, link_count = linked.pack(anchors)
+    if suffixed:
+        outline = dataclasses.replace(outline, suffixed=suffixed, suffixes=suffixes)
     return Analysis(facts, outline, packed, link_count, linked.ids(), None)
 
 

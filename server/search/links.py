@@ -40,7 +40,13 @@ from markproto.protocol.linkkinds import (
 )
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from markproto.server.search.analysis import Analysis, Outline
+
+    _Entries: TypeAlias = int | array[int]
+    """The entries of one key: an int while there is one (most keys: 28 bytes, not an array's
+    72), an array once there are more."""
 
 __all__ = [
     "Edge",
@@ -273,9 +279,9 @@ class LinkIndex:
         self._docs: dict[str, _Doc] = {}
         self._numbers: dict[int, _Doc] = {}
         self._next = 0
-        self._wants: dict[str, array[int]] = {}
+        self._wants: dict[str, _Entries] = {}
         """A path (or a lower-cased file name) -> the links that may lead there."""
-        self._named: dict[str, array[int]] = {}
+        self._named: dict[str, _Entries] = {}
         """A lower-cased file name -> the documents of that name."""
 
     def __len__(self) -> int:
@@ -394,7 +400,7 @@ class LinkIndex:
             return [], 0
         found: dict[tuple[int, int], int] = {}
         for key in (path, paths.base(path).lower()):
-            for entry in self._wants.get(key, ()):
+            for entry in _entries(self._wants, key):
                 place = (entry >> _LINK_SHIFT, entry >> 1 & _LINK_MASK)
                 found[place] = found.get(place, 0) | entry & 1
         numbers = self._numbers
@@ -446,7 +452,7 @@ class _View:
 
     def named(self, name: str) -> Iterator[str]:
         numbers = self._index._numbers
-        for number in self._index._named.get(name, ()):
+        for number in _entries(self._index._named, name):
             path = numbers[number].path
             if self._readable(path):
                 yield path
@@ -479,21 +485,31 @@ class _View:
         )
 
 
-def _add(table: dict[str, array[int]], key: str, value: int) -> None:
+def _add(table: dict[str, _Entries], key: str, value: int) -> None:
     found = table.get(key)
     if found is None:
-        table[key] = array("Q", (value,))
+        table[key] = value
+    elif isinstance(found, int):
+        table[key] = array("Q", (found, value))
     else:
         found.append(value)
 
 
-def _discard(table: dict[str, array[int]], key: str, value: int) -> None:
+def _discard(table: dict[str, _Entries], key: str, value: int) -> None:
     found = table.get(key)
-    if found is None:
+    if found is None or found == value:
+        table.pop(key, None)
+        return
+    if isinstance(found, int):
         return
     try:
         found.remove(value)
     except ValueError:
         return
-    if not found:
-        del table[key]
+    if len(found) == 1:
+        table[key] = found[0]
+
+
+def _entries(table: dict[str, _Entries], key: str) -> Iterable[int]:
+    found = table.get(key, ())
+    return (found,) if isinstance(found, int) else found

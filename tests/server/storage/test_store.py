@@ -51,6 +51,25 @@ def chain_holds(store: Store, path: str) -> bool:
     return history is not None and store.chain_valid(history)
 
 
+def test_documents_with_the_same_metadata_share_its_keys_and_short_values(store: Store) -> None:
+    """Every document's metadata dict lives as long as it is current (snapshot, catalog, link
+    index), and a vault's notes repeat the same keys and short values: each is one string,
+    whether the version was just written or read back; a long value is the document's own."""
+    long = "A description long enough to be this document's own"
+    meta = {**META, "description": long}
+    a = written(store.publish("/a.md", b"a", meta, expected=0)).version
+    b = written(store.publish("/b.md", b"b", {**meta, "description": long + "!"}, 0)).version
+    for version in (a, b, store.load("/a.md"), store.load("/b.md")):
+        assert version is not None and version.meta["type"] == "Note"
+        assert version.meta["type"] is a.meta["type"]
+        assert next(key for key in version.meta if key == "importance") is next(
+            key for key in a.meta if key == "importance"
+        )
+    read = store.load("/a.md")
+    assert read is not None and read.meta == a.meta and read.meta["description"] == long
+    assert read.meta["description"] is not a.meta["description"]
+
+
 def test_first_publish_lays_out_the_reference_format(store: Store, tmp_path: Path) -> None:
     first = written(store.publish("/docs/a.md", b"# Alpha\n\nFirst body.\n", META, expected=0))
     assert first.created and first.version.number == 1
