@@ -33,6 +33,7 @@ from typing import Any
 
 from markproto.protocol.gotext import lower
 from markproto.protocol.limits import LOOKUP_DEFAULT_LIMIT, LOOKUP_MAX, SNIPPET_MAX
+from markproto.server.search import intmap
 from markproto.server.search.analysis import (
     FLAG_BITS,
     IN_HEADING,
@@ -359,7 +360,7 @@ class BodyIndex:
         self.weights = weights or Weights()
         self._max_slots = max_slots
         self._postings = PostingLists()
-        self._holders: dict[str, array[int]] = {}
+        self._holders: intmap.IntMap = {}
         """Term -> first slots of the documents whose tags or title hold it, ascending."""
         self._docs: dict[int, _Doc] = {}
         """First slot -> document."""
@@ -450,7 +451,7 @@ class BodyIndex:
         self._starts.append(start)
         self._paths[entry.path] = start
         for term in terms:
-            self._holders.setdefault(term, array("I")).append(start)
+            intmap.add(self._holders, term, start, "I")
         self._sections += doc.sections
         self._length += sum(doc.lengths)
         self._heading_length += sum(doc.heads)
@@ -478,11 +479,7 @@ class BodyIndex:
         if self._postings.due():
             self.freeze()
         for term in doc.entry.terms:
-            holders = self._holders[term]
-            if len(holders) == 1:
-                del self._holders[term]
-            else:
-                del holders[bisect_left(holders, start)]
+            intmap.discard(self._holders, term, start)
         self._sections -= doc.sections
         self._length -= sum(doc.lengths)
         self._heading_length -= sum(doc.heads)
@@ -526,8 +523,9 @@ class BodyIndex:
             moves.append(first - start)
             start += self._docs[first].slots
         self._postings.renumber(array("I", old), moves, start)
-        for term, holders in self._holders.items():
-            self._holders[term] = array("I", (h - moves[bisect_left(old, h)] for h in holders))
+        for term in self._holders:
+            moved = [h - moves[bisect_left(old, h)] for h in intmap.values(self._holders, term)]
+            self._holders[term] = moved[0] if len(moved) == 1 else array("I", moved)
         docs = {}
         for first, move in zip(old, moves, strict=True):
             doc = self._docs[first]
@@ -552,7 +550,7 @@ class BodyIndex:
         if not terms:
             return Ranking([], iter(()))
         lists = [self._postings.get(term) for term in terms]
-        holders = [set(self._holders.get(term, _NOBODY)) for term in terms]
+        holders = [set(intmap.values(self._holders, term)) for term in terms]
         bare = set.intersection(*holders)
         keys, flags = self._match(lists, holders, bare)
         idf = self._idf(lists)
@@ -748,7 +746,7 @@ class BodyIndex:
         # whether each row's document's tags or title hold each word, from ``_holders`` (an
         # entry's ``terms`` is made again at each call: 40% of this method's instructions)
         starts = [hit.doc.start for hit in first]
-        titled = {term: _holds(self._holders.get(term, _NOBODY), starts) for term in terms}
+        titled = {term: _holds(intmap.values(self._holders, term), starts) for term in terms}
         idf = self._idf([lists[identifier] for identifier in identifiers])
         each = [
             (
@@ -820,7 +818,7 @@ def _flags_at(entries: array[int], keys: Sequence[int]) -> list[int]:
     return list(map(mul, map(and_, got, repeat(_FLAGS)), present))
 
 
-def _holds(holders: array[int], starts: Sequence[int]) -> list[bool]:
+def _holds(holders: Sequence[int], starts: Sequence[int]) -> list[bool]:
     """Whether each of a few document ``starts`` is among ``holders`` (ascending), each
     bisected for in C."""
     if not holders:

@@ -12,6 +12,7 @@ declares its own type means it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -99,7 +100,8 @@ class Entry:
     def restored(cls, saved: SavedEntry, modified: datetime) -> Entry:
         """An entry from ``saved()`` (a saved index) and its version's modified time."""
         path, title, listed, importance, meta = saved
-        tags, title_key = tuple(listed), lower(title)
+        # a vault's few tags recur in most of its notes: one string each, not one a note
+        tags, title_key = tuple(map(sys.intern, listed)), lower(title)
         return cls(
             path=path,
             title=title,

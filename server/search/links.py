@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sys
 import zlib
-from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
@@ -38,15 +37,10 @@ from markproto.protocol.linkkinds import (
     Link,
     relations,
 )
+from markproto.server.search import intmap
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from markproto.server.search.analysis import Analysis, Outline
-
-    _Entries: TypeAlias = int | array[int]
-    """The entries of one key: an int while there is one (most keys: 28 bytes, not an array's
-    72), an array once there are more."""
 
 __all__ = [
     "Edge",
@@ -279,9 +273,9 @@ class LinkIndex:
         self._docs: dict[str, _Doc] = {}
         self._numbers: dict[int, _Doc] = {}
         self._next = 0
-        self._wants: dict[str, _Entries] = {}
+        self._wants: intmap.IntMap = {}
         """A path (or a lower-cased file name) -> the links that may lead there."""
-        self._named: dict[str, _Entries] = {}
+        self._named: intmap.IntMap = {}
         """A lower-cased file name -> the documents of that name."""
 
     def __len__(self) -> int:
@@ -304,9 +298,9 @@ class LinkIndex:
         self._next += 1
         self._docs[path] = doc
         self._numbers[doc.number] = doc
-        _add(self._named, paths.base(path).lower(), doc.number)
+        intmap.add(self._named, paths.base(path).lower(), doc.number)
         for key, entry in self._keys(doc):
-            _add(self._wants, key, entry)
+            intmap.add(self._wants, key, entry)
 
     def saved(self, path: str) -> SavedLinks | None:
         """What ``put`` makes ``path``'s links again from (a saved index), if it is indexed."""
@@ -318,9 +312,9 @@ class LinkIndex:
         if doc is None:
             return
         del self._numbers[doc.number]
-        _discard(self._named, paths.base(path).lower(), doc.number)
+        intmap.discard(self._named, paths.base(path).lower(), doc.number)
         for key, entry in self._keys(doc):
-            _discard(self._wants, key, entry)
+            intmap.discard(self._wants, key, entry)
 
     def _keys(self, doc: _Doc) -> Iterator[tuple[str, int]]:
         # The link rules are imported with the first document: their patterns compile at
@@ -332,7 +326,12 @@ class LinkIndex:
             if offsite(raw, syntax):
                 continue  # most links: no path they may lead to
             target = parse_target(raw, doc.path, syntax)
-            for rank, key in enumerate(target.keys):
+            keys = target.keys
+            if target.name and len(target.candidates) > 1:
+                # a wikilink's later candidates end in its file name, which is a key of its
+                # own: ``inbound`` finds it there (and checks where it lands) without them
+                keys = keys[:1] + keys[len(target.candidates) :]
+            for rank, key in enumerate(keys):
                 first = rank == 0 and bool(target.candidates) and not target.authority
                 yield key, base | number << 1 | first
 
@@ -400,7 +399,7 @@ class LinkIndex:
             return [], 0
         found: dict[tuple[int, int], int] = {}
         for key in (path, paths.base(path).lower()):
-            for entry in _entries(self._wants, key):
+            for entry in intmap.values(self._wants, key):
                 place = (entry >> _LINK_SHIFT, entry >> 1 & _LINK_MASK)
                 found[place] = found.get(place, 0) | entry & 1
         numbers = self._numbers
@@ -452,7 +451,7 @@ class _View:
 
     def named(self, name: str) -> Iterator[str]:
         numbers = self._index._numbers
-        for number in _entries(self._index._named, name):
+        for number in intmap.values(self._index._named, name):
             path = numbers[number].path
             if self._readable(path):
                 yield path
@@ -483,33 +482,3 @@ class _View:
             link.syntax,
             number,
         )
-
-
-def _add(table: dict[str, _Entries], key: str, value: int) -> None:
-    found = table.get(key)
-    if found is None:
-        table[key] = value
-    elif isinstance(found, int):
-        table[key] = array("Q", (found, value))
-    else:
-        found.append(value)
-
-
-def _discard(table: dict[str, _Entries], key: str, value: int) -> None:
-    found = table.get(key)
-    if found is None or found == value:
-        table.pop(key, None)
-        return
-    if isinstance(found, int):
-        return
-    try:
-        found.remove(value)
-    except ValueError:
-        return
-    if len(found) == 1:
-        table[key] = found[0]
-
-
-def _entries(table: dict[str, _Entries], key: str) -> Iterable[int]:
-    found = table.get(key, ())
-    return (found,) if isinstance(found, int) else found

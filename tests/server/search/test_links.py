@@ -291,6 +291,45 @@ def test_after_any_operations_the_index_equals_a_rebuild(ops: list[Op]) -> None:
         asyncio.run(run())
 
 
+WIKI_PATHS = ["/Note.md", "/a/Note.md", "/a/b/note.md", "/a/Other.md", "/b/index.md", "/Top.md"]
+WIKI_TARGETS = ["Note", "note", "a/Note", "b/note", "Other", "Top", "b/index", "/Top", "a/b/note"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(WIKI_PATHS),
+            st.lists(st.sampled_from(WIKI_TARGETS), min_size=1, max_size=4),
+        ),
+        max_size=8,
+    ),
+    st.sets(st.sampled_from(WIKI_PATHS)),
+)
+def test_backlinks_are_every_link_that_lands_there(
+    docs: list[tuple[str, list[str]]], readable: set[str]
+) -> None:
+    """Whatever folder a wikilink is written in, and whichever of its candidates (its folder,
+    the root, its file name anywhere) it lands on for a reader, a document's backlinks are
+    exactly the other documents' links that lead to it: the reverse of every outbound list."""
+    written = {path: " ".join(f"[[{target}]]" for target in targets) for path, targets in docs}
+    index = index_of(loaded(path, f"# T\n\n{body}\n") for path, body in written.items())
+
+    def seen(path: str) -> bool:
+        return path in readable
+
+    for path in WIKI_PATHS:
+        expected = sorted(
+            (edge.source, edge.number)
+            for source in written
+            if source != path and seen(source)
+            for edge in index.outbound(source, seen)
+            if edge.target == path and edge.state != MISSING
+        )
+        found = sorted((edge.source, edge.number) for edge in index.inbound(path, seen))
+        assert found == (expected if seen(path) else [])
+
+
 def test_memory_is_counted_per_link() -> None:
     index = index_of(DOCS)
     links = sum(len(index.outbound(path)) for path in index.paths())
