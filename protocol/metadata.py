@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Mapping
 
 from markproto.protocol import status
@@ -151,6 +152,23 @@ def validate_interpreted(meta: Mapping[str, str]) -> None:
     if "retention" in meta and retention(meta) is None:
         got = go_quote(meta["retention"])
         raise InvalidMetadata(f"retention must be a positive integer, got {got}")
+
+
+SHARED_VALUE_MAX = 16
+"""Metadata values this short are shared between documents (``shared``)."""
+
+
+def shared(meta: Mapping[str, str]) -> dict[str, str]:
+    """``meta`` as a dict of its own whose keys, and values of at most ``SHARED_VALUE_MAX``
+    runes (a type, a status, a date, a few tags), are the one string every document with the
+    same key or value holds: a server keeps a document's metadata for its life (snapshot,
+    catalog, link index), and a vault of short notes repeats the same few keys and values in
+    every one (each string about 55 bytes)."""
+    intern = sys.intern
+    return {
+        intern(key): intern(value) if len(value) <= SHARED_VALUE_MAX else value
+        for key, value in meta.items()
+    }
 
 
 def split_tags(value: str) -> list[str]:

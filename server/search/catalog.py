@@ -84,7 +84,9 @@ class Entry:
             if not current or (key == "type" and current == metadata.DEFAULT_TYPE):
                 fills[key] = value
         # the snapshot's own dict, unless a fallback fills a key (never changed once made)
-        effective = meta if not fills and isinstance(meta, dict) else {**meta, **fills}
+        effective = (
+            meta if not fills and isinstance(meta, dict) else metadata.shared({**meta, **fills})
+        )
         tags = tuple(metadata.split_tags(effective.get("tags", "")))
         from markproto.protocol import document  # with the analysis that made ``facts``
 

@@ -36,7 +36,6 @@ import fcntl
 import logging
 import os
 import stat
-import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -80,23 +79,6 @@ class Version:
     body: bytes
     etag: str
     content_hash: str
-
-
-SHARED_VALUE_MAX = 16
-"""Metadata values this short are shared between documents (``_shared_strings``)."""
-
-
-def _shared_strings(meta: Mapping[str, str]) -> dict[str, str]:
-    """``meta`` as a dict of its own whose keys, and values of at most ``SHARED_VALUE_MAX``
-    runes (a type, a status, a date, a few tags), are the one string every document with
-    the same key or value holds: the snapshot, the catalog and the link index keep a
-    document's metadata dict for its life, and a vault of small notes repeats the same few
-    keys and values in every one (each string about 55 bytes)."""
-    intern = sys.intern
-    return {
-        intern(key): intern(value) if len(value) <= SHARED_VALUE_MAX else value
-        for key, value in meta.items()
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +267,7 @@ class Store:
             file=file,
             modified=modified_of(st),
             archived=archived,
-            meta=_shared_strings(parsed.meta),
+            meta=metadata.shared(parsed.meta),
             body=body,
             etag=storefmt.etag(head, rest),
             content_hash=storefmt.content_hash(body),
@@ -502,7 +484,7 @@ class Store:
             file=self.layout.version_file(path, number),
             modified=modified_of(st),
             archived=False,
-            meta=_shared_strings(meta),
+            meta=metadata.shared(meta),
             body=body,
             etag=storefmt.etag(data),
             content_hash=storefmt.content_hash(body),
