@@ -177,6 +177,7 @@ class Restart:
 @dataclass
 class Growth:
     copies: int
+    """FastAPI corpus copies (0: the vault of short notes, ``label``)."""
     body: int
     empty: int
     warm: int
@@ -187,6 +188,11 @@ class Growth:
     built: Restart | None = None
     parts: dict[str, int] | None = None
     """Where the settled growth went (``attribution``, settled minus empty), bytes."""
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.label or f"x{self.copies}"
 
 
 def index_ready(server: perfkit.Child) -> tuple[float, float]:
@@ -613,7 +619,7 @@ def growth_rows(runs: list[Growth], label: str = "") -> tuple[list[list[str]], f
         worst = max(worst, *((c - run.empty) / run.body for c in cells))
         rows.append(
             [
-                f"{label}x{run.copies}",
+                f"{label}{run.name}",
                 f"{run.body / 1e6:.1f} MB",
                 mib(run.empty),
                 mib(run.warm - run.empty),
@@ -647,7 +653,7 @@ def attribution_table(runs: list[Growth]) -> str:
         cells = [parts.get(name, 0) for name in ATTRIBUTED]
         cells += [used - structures, pools, parts.get("rss", 0) - used - pools]
         rows.append(
-            [f"x{run.copies}", mib(parts.get("rss", 0)), f"{parts.get('modules', 0):+d}"]
+            [run.name, mib(parts.get("rss", 0)), f"{parts.get('modules', 0):+d}"]
             + [f"{cell / run.body:.2f}" for cell in cells]
         )
     return table(["copies", "settled growth", "modules", *names], rows)
@@ -685,7 +691,10 @@ def part1(runs: list[Growth], before: list[Growth]) -> list[str]:
         " figures include the catch-up, awaited by a LOOKUP). Then a restart on the same root"
         " (the index saved at stop restored), and a restart with the saved index removed"
         " (every body analysed again); each restart waits for a body-mode LOOKUP to answer"
-        " before settling."
+        " before settling. The notes row is a vault of short notes instead (`support.vaults`:"
+        " about 540 bytes each, frontmatter with two tags, a wikilink and a relative link, eight"
+        " folders), the shape of most Obsidian vaults, where what a document costs whatever its"
+        " size (its snapshot and catalog entries, outline, links) outweighs its words."
         + (
             " Rows marked main are the server of `$BOARD_BASELINE_PYTHON` (main's checkout),"
             " measured by this bench in the same run just before."
@@ -712,12 +721,23 @@ def part1(runs: list[Growth], before: list[Growth]) -> list[str]:
     ]
 
 
-def baseline(python: str, copies: str) -> list[Growth]:
+def notes_run(base: Path, count: int, before: dict[str, int] | None = None) -> Growth:
+    """Part 1 on the vault of ``count`` short notes (``support.vaults``), one PUBLISH at a
+    time."""
+    from support.vaults import small_notes
+
+    run = growth_run(base, small_notes(count), 0, 1, before)
+    run.label = f"{count:,} notes"
+    return run
+
+
+def baseline(python: str, copies: str, notes: int) -> list[Growth]:
     """Part 1 measured with another interpreter (main's checkout), read back as JSON."""
     import json
 
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        command = [python, __file__, "--parts", "1", "--copies", copies, "--json", out.name]
+        command = [python, __file__, "--parts", "1", "--copies", copies, "--notes", str(notes)]
+        command += ["--json", out.name]
         subprocess.run(command, check=True, env={**os.environ, "BOARD_BASELINE_PYTHON": ""})
         data = json.loads(Path(out.name).read_text())
     runs = []
@@ -752,6 +772,9 @@ def splice(parts: dict[str, list[str]], head: list[str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies", default="1,5,20", help="corpus copies, comma-separated")
+    parser.add_argument(
+        "--notes", type=int, default=2000, help="part 1's vault of short notes (0: none)"
+    )
     parser.add_argument("--alloc-copies", default="1,5", help="part 3's corpus copies")
     parser.add_argument("--rounds", type=int, default=5, help="publish rounds of the 1 MB document")
     parser.add_argument("--starts", type=int, default=5, help="interleaved empty-root starts")
@@ -770,7 +793,7 @@ def main() -> int:
         return 0
     before: list[Growth] = []
     if "1" in wanted and (python := os.environ.get("BOARD_BASELINE_PYTHON")):
-        before = baseline(python, args.copies)
+        before = baseline(python, args.copies, args.notes)
     began = time.monotonic()
     load_before = os.getloadavg()
     files = sorted(base_dir.rglob("*.md"))
@@ -783,6 +806,9 @@ def main() -> int:
             docs = docs_of(files, base_dir, n)
             runs.append(growth_run(base, docs, n, 8 if n >= 20 else 1, empty))
             print(f"x{n}: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
+        if args.notes:
+            runs.append(notes_run(base, args.notes, empty))
+            print(f"notes: done at {time.monotonic() - began:.0f} s", file=sys.stderr)
         if args.json:
             import json
 
