@@ -523,9 +523,10 @@ class BodyIndex:
             moves.append(first - start)
             start += self._docs[first].slots
         self._postings.renumber(array("I", old), moves, start)
-        for term in self._holders:
-            moved = [h - moves[bisect_left(old, h)] for h in intmap.values(self._holders, term)]
-            self._holders[term] = moved[0] if len(moved) == 1 else array("I", moved)
+        holders, self._holders = self._holders, {}
+        for term in holders:
+            for h in intmap.values(holders, term):
+                intmap.add(self._holders, term, h - moves[bisect_left(old, h)], "I")
         docs = {}
         for first, move in zip(old, moves, strict=True):
             doc = self._docs[first]

@@ -29,6 +29,18 @@ def entry(
     return Entry.build(path, meta or {}, modified, own_facts(body))
 
 
+def entries_traced(metas: list[dict[str, str]]) -> tuple[list[Entry], float]:
+    """An entry for each of ``metas`` (the dicts made beforehand, as the snapshot's are), and
+    the bytes they hold each (tracemalloc; one entry made first, so imports are not counted)."""
+    entry("/warm.md", metas[0])
+    tracemalloc.start()
+    try:
+        kept = [entry(f"/docs/n{n}.md", meta) for n, meta in enumerate(metas)]
+        return kept, tracemalloc.get_traced_memory()[0] / len(kept)
+    finally:
+        tracemalloc.stop()
+
+
 # --- entries -----------------------------------------------------------------------------------
 
 
@@ -43,13 +55,7 @@ def test_an_entry_keeps_the_metadata_given_and_no_word_set() -> None:
     own, little beside its title: the words of its tags and title are made when asked (kept,
     a set and its words were about 800 bytes of an entry's 1,000)."""
     metas = [{"title": f"Query Parameters and String Validations {n}"} for n in range(300)]
-    entry("/warm.md", metas[0])
-    tracemalloc.start()
-    try:
-        kept = [entry(f"/docs/n{n}.md", meta) for n, meta in enumerate(metas)]
-        size = tracemalloc.get_traced_memory()[0] / len(kept)
-    finally:
-        tracemalloc.stop()
+    kept, size = entries_traced(metas)
     assert all(e.meta is meta for e, meta in zip(kept, metas, strict=True))
     assert kept[7].terms == {"query", "parameters", "and", "string", "validations"}
     assert size < 320  # 1,015 bytes when the entry kept its words
@@ -59,14 +65,7 @@ def test_tags_match_case_folded_and_cost_no_copy_when_already_folded() -> None:
     """A tag filter and a catalog term equal a tag case-folded (Go's EqualFold). An entry
     whose tags fold to themselves (most) keeps no second copy of them (a frozenset of the
     folded copies was about 370 bytes an entry of three tags)."""
-    metas = [{"tags": "go,auth,notes"} for _ in range(200)]
-    entry("/warm.md", metas[0])
-    tracemalloc.start()
-    try:
-        kept = [entry(f"/n{n}.md", meta) for n, meta in enumerate(metas)]
-        size = tracemalloc.get_traced_memory()[0] / len(kept)
-    finally:
-        tracemalloc.stop()
+    kept, size = entries_traced([{"tags": "go,auth,notes"} for _ in range(200)])
     assert size < 600  # 819 bytes with the frozenset
     mixed = entry("/m.md", {"tags": "Go,AUTH,Notes"})
     for e in (kept[0], mixed):
