@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from markproto.server import memory
 from markproto.server.search import saved as saving
@@ -40,7 +40,6 @@ __all__ = ["BATCH_BYTES", "WORKER_BYTES", "Build", "save", "saved_form", "write"
 
 log = logging.getLogger("markproto.server.search.build")
 
-T = TypeVar("T")
 
 BATCH_BYTES = 512 << 10
 """Bodies analysed together (one worker task; one append per term). A batch's postings go
@@ -286,7 +285,7 @@ class _Builder:
                 # batch's other bodies are not held beside it
                 yield batch
                 batch, size = [], 0
-            batch.append(_shared(version, current))
+            batch.append(version)
             size += len(version.body)
             del version  # this frame is held while the batch is applied
             if size >= BATCH_BYTES:
@@ -345,28 +344,6 @@ def _goes_alone(size: int) -> bool:
 def _chain(first: list[Version], rest: Iterator[list[Version]]) -> Iterator[list[Version]]:
     yield first
     yield from rest
-
-
-def _shared(doc: Version, current: CurrentVersion) -> Version:
-    """``doc`` with the snapshot's own objects where they are equal: the catalog, the body
-    index and the link index keep its metadata, times and hashes, one copy a document where
-    a build read from disk made two (about 400 bytes a document)."""
-    return Version(
-        current.path,
-        doc.number,
-        _same(doc.file, current.file),
-        _same(doc.modified, current.modified),
-        doc.archived,
-        _same(doc.meta, current.meta),
-        doc.body,
-        _same(doc.etag, current.etag),
-        _same(doc.content_hash, current.content_hash),
-    )
-
-
-def _same(mine: T, theirs: T) -> T:
-    """``theirs`` where it equals ``mine`` (the object kept already), else ``mine``."""
-    return theirs if mine == theirs else mine
 
 
 def _bare(doc: Version) -> Version:

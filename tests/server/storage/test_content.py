@@ -181,6 +181,43 @@ async def test_a_large_body_is_freed_before_the_indexes_take_its_analysis(
     assert settled < staged - len(big) * 0.9
 
 
+class _Recorded:
+    """An index that keeps every version it is given."""
+
+    def __init__(self) -> None:
+        self.docs: list[Version] = []
+        self.settled = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+
+    def stage(self, doc: Version) -> Callable[[], None]:
+        self.docs.append(doc)
+        return lambda: self.loop.call_soon_threadsafe(self.settled.set)
+
+    def remove(self, path: str) -> None:
+        pass
+
+
+async def test_a_body_read_again_for_the_indexes_shares_the_snapshots_strings(
+    tmp_path: Path,
+) -> None:
+    """A held write reaches the indexes read again from its file: they keep its metadata and
+    hashes as the snapshot's own objects, not a second copy a document."""
+    index = _Recorded()
+    content = Content.open(tmp_path, [index])
+    big = b"# Big\n\n" + b"kumquat orchard rows\n" * (INLINE_INDEX_MAX // 20)
+    meta = {"title": "A title too long to be one string across documents"}
+    try:
+        await content.publish("/big.md", big, meta, 0)
+        await asyncio.wait_for(index.settled.wait(), 30)
+    finally:
+        content.close()
+    [doc] = index.docs
+    current = content.current("/big.md")
+    assert current is not None and doc.body == big
+    assert doc.meta == meta and doc.meta is current.meta
+    assert doc.content_hash is current.content_hash and doc.etag is current.etag
+
+
 async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:
     content, lookup = served
     await content.publish("/hub.md", b"# Hub\n", {}, 0)
