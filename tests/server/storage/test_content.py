@@ -141,15 +141,18 @@ async def test_a_large_lone_write_is_indexed_off_the_loop_and_lookup_still_sees_
 
 
 class _Measured:
-    """An index that records the traced bytes when it is staged and when it is settled."""
+    """An index that records the versions it is given, and the traced bytes when it is staged
+    and when it is settled."""
 
     def __init__(self) -> None:
+        self.docs: list[Version] = []
         self.traced: list[int] = []
         self.settled = asyncio.Event()
         self.loop = asyncio.get_running_loop()
 
     def stage(self, doc: Version) -> Callable[[], None]:
         assert doc.body
+        self.docs.append(doc)
         self.traced.append(tracemalloc.get_traced_memory()[0])
 
         def settle() -> None:
@@ -181,28 +184,12 @@ async def test_a_large_body_is_freed_before_the_indexes_take_its_analysis(
     assert settled < staged - len(big) * 0.9
 
 
-class _Recorded:
-    """An index that keeps every version it is given."""
-
-    def __init__(self) -> None:
-        self.docs: list[Version] = []
-        self.settled = asyncio.Event()
-        self.loop = asyncio.get_running_loop()
-
-    def stage(self, doc: Version) -> Callable[[], None]:
-        self.docs.append(doc)
-        return lambda: self.loop.call_soon_threadsafe(self.settled.set)
-
-    def remove(self, path: str) -> None:
-        pass
-
-
 async def test_a_body_read_again_for_the_indexes_shares_the_snapshots_strings(
     tmp_path: Path,
 ) -> None:
     """A held write reaches the indexes read again from its file: they keep its metadata and
     hashes as the snapshot's own objects, not a second copy a document."""
-    index = _Recorded()
+    index = _Measured()
     content = Content.open(tmp_path, [index])
     big = b"# Big\n\n" + b"kumquat orchard rows\n" * (INLINE_INDEX_MAX // 20)
     meta = {"title": "A title too long to be one string across documents"}
