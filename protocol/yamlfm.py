@@ -31,6 +31,11 @@ from markproto.protocol.errors import MalformedRequest
 if TYPE_CHECKING:
     import yaml
 
+_KEY_CACHE = 256
+"""Entries of the caches keyed by metadata keys (their order, their written prefix): a vault has
+few distinct keys, and a key is at most ``limits.MAX_META_BYTES``, so each cache holds at most
+about 256 KiB of keys and what they map to."""
+
 # --- key order (yaml.v3 sorter.go) ------------------------------------------------------------
 
 _PLAIN_ORDER_KEY = re.compile(r"[a-z-]*")
@@ -86,7 +91,7 @@ def _compare(a: str, b: str) -> int:
     return -1 if key_less(a, b) else 1 if key_less(b, a) else 0
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=_KEY_CACHE)
 def _order(keys: tuple[str, ...]) -> tuple[str, ...]:
     if all(_PLAIN_ORDER_KEY.fullmatch(k) for k in keys):
         return tuple(sorted(keys))
@@ -313,9 +318,9 @@ def _plain_and_single_allowed(s: str) -> tuple[bool, bool]:
     return plain, single
 
 
-@lru_cache(maxsize=8192)
 def scalar(s: str) -> str:
-    """One string as yaml.v3 writes it in a block mapping (key or value)."""
+    """One string as yaml.v3 writes it in a block mapping (key or value). Not cached: values
+    are mostly unique (every response's etag and times), so a cache would only keep them."""
     if _SAFE_PLAIN.fullmatch(s):
         return s if _resolves_to_string(s) and s not in _OLD_BOOLS else _double_quoted(s)
     if "\n" in s or not _resolves_to_string(s) or _BASE60.fullmatch(s) or s in _OLD_BOOLS:
@@ -326,7 +331,7 @@ def scalar(s: str) -> str:
     return _single_quoted(s) if single else _double_quoted(s)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=_KEY_CACHE)
 def _key_prefix(key: str) -> str:
     if len(key.encode("utf-8", "surrogatepass")) > _SIMPLE_KEY_MAX or any(
         c in _BREAKS for c in key

@@ -374,3 +374,26 @@ def test_arbitrary_text_loads_or_raises_malformed_request(block: str) -> None:
 def test_emit_ignores_insertion_order() -> None:
     meta = {"b": "1", "a10": "x", "a9": "w", "a": "z"}
     assert emit(meta) == emit(dict(reversed(meta.items()))) == 'a: z\na9: w\na10: x\nb: "1"\n'
+
+
+def test_emitting_unique_values_keeps_none_of_them() -> None:
+    """Every response's etag and times are new: a server that wrote a million responses must
+    not hold their values afterwards (issue 13: every cache has a byte bound)."""
+    import gc
+    import tracemalloc
+
+    def responses(first: int) -> None:
+        for n in range(first, first + 4_000):
+            emit({"etag": f'"{n:064x}"', "modified": f"2026-12-04T15:{n % 60:02d}:00.{n}Z"})
+
+    responses(0)  # the key caches and the code's own objects, once
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        responses(10_000)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 4_000 * 16  # the values written were 4,000 x ~180 B
