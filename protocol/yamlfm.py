@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 _KEY_CACHE = 256
 """Entries of the caches keyed by metadata keys (their order, their written prefix): a vault has
-few distinct keys, and a key is at most ``limits.MAX_META_BYTES``, so each cache holds at most
-about 256 KiB of keys and what they map to."""
+few distinct keys, and one document's keys are at most ``limits.MAX_META_BYTES`` (1 KiB, 50
+keys), so each cache holds at most about half a MiB: keys, tuples and what they map to."""
 
 # --- key order (yaml.v3 sorter.go) ------------------------------------------------------------
 
