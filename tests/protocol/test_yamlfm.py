@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import gc
+import tracemalloc
 
 import pytest
 import yaml
@@ -379,8 +381,6 @@ def test_emit_ignores_insertion_order() -> None:
 def test_emitting_unique_values_keeps_none_of_them() -> None:
     """Every response's etag and times are new: a server that wrote a million responses must
     not hold their values afterwards (issue 13: every cache has a byte bound)."""
-    import gc
-    import tracemalloc
 
     def responses(first: int) -> None:
         for n in range(first, first + 4_000):
