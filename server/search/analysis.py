@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import accumulate, compress, count, islice, repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, ClassVar, Literal, cast, overload
 
 from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
@@ -66,8 +68,6 @@ IN_TRAIL = 64
 IN_HEADING = 128
 RUN_TERMS = 2048
 """Distinct terms gathered before they are packed into a run of postings."""
-HEADINGS_PER_PART = 256
-"""Heading texts joined into one string of ``Outline.headings`` (a power of two)."""
 
 _LIMITS = (("B", 0xFF), ("H", 0xFFFF), ("I", 0xFFFFFFFF))
 
@@ -105,44 +105,131 @@ _NO_SUFFIXES = array("I")
 in arrays of its own and makes the outline again)."""
 
 
+_WIDTHS = {code: array(code).itemsize for code in "BHI"}
+_BLOCK_SHIFT = 8
+_BLOCK = 1 << _BLOCK_SHIFT
+"""Headings a block of ``Outline.heading_blocks`` spans: finding a heading sums at most this
+many sizes."""
+
+
+@cache
+def _offsets(codes: str) -> tuple[int, ...]:
+    """Where each packed column of an outline of ``codes`` starts, per section (at most 3^4
+    shapes)."""
+    return tuple(accumulate(map(_WIDTHS.__getitem__, codes), initial=0))
+
+
 @dataclass(frozen=True, slots=True)
 class Outline:
     """What the index keeps of a document's sections: for each, where its own text is, its word
-    count, its heading's word count, its heading and its anchor."""
+    count, its heading's word count, its heading and its anchor.
 
-    starts: array[int]
-    """Where each section's own text starts, in bytes (a section decodes on its own)."""
-    sizes: array[int]
-    """Its own text's size in bytes."""
-    lengths: array[int]
-    """Words per section (the BM25 length of its text)."""
-    heads: bytes
-    """Distinct words of each section's own heading (capped at 255)."""
-    headings: tuple[str, ...]
-    """The sections' heading texts ("" for the preamble), joined ``HEADINGS_PER_PART`` at a
-    time (one string of 100k headings would be built from 100k strings)."""
-    heading_sizes: array[int]
-    """Each heading text's length."""
+    A few objects whatever the number of sections, each number in the narrowest unsigned type
+    that holds its column: a note of two sections keeps about 250 bytes, where an array a
+    column and a tuple of heading parts were 600."""
+
+    counts: array[int]
+    """What ranking reads, in one array: each section's words (the BM25 length of its text),
+    then each one's own heading's distinct words (capped at 255)."""
+    packed: bytes
+    """What a shown row reads: the columns of ``PACKED``, the first three a value a section."""
+    codes: str
+    """Each packed column's array type code (one string shared by every outline of a shape)."""
+    headings: str
+    """The sections' heading texts ("" for the preamble), concatenated."""
     preamble: bool
     """Whether section 0 is the preamble (its anchor is "", not a heading's)."""
     suffixed: array[int]
     """The sections whose anchor has a dedupe suffix, ascending, and ``suffixes`` theirs."""
     suffixes: array[int]
 
+    PACKED: ClassVar[tuple[str, ...]] = ("starts", "sizes", "heading_sizes", "heading_blocks")
+    """Where each section's own text starts, in bytes (a section decodes on its own); that
+    text's size; its heading text's length; and, for each block of ``_BLOCK`` headings after
+    the first, the length of the heading texts before it."""
+
     def __post_init__(self) -> None:
+        object.__setattr__(self, "codes", sys.intern(self.codes))  # also a restored outline's
         if not self.suffixed:  # most documents: one shared pair, not two arrays (160 bytes)
             object.__setattr__(self, "suffixed", _NO_SUFFIXES)
             object.__setattr__(self, "suffixes", _NO_SUFFIXES)
 
+    @classmethod
+    def pack(
+        cls,
+        lengths: array[int],
+        heads: array[int],
+        columns: Sequence[array[int]],
+        headings: str,
+        preamble: bool,
+    ) -> Outline:
+        """The outline of these per-section values (``columns``: the first three of
+        ``PACKED``; the blocks are made here from the heading sizes)."""
+        words = narrow(lengths)
+        counts = words + array(words.typecode, heads)  # a new array: sized exactly
+        del words
+        sizes, blocks, before = columns[2], array("I"), 0
+        for block in range(_BLOCK, len(sizes), _BLOCK):
+            before += sum(sizes[block - _BLOCK : block])
+            blocks.append(before)
+        narrowed = [narrow(column) for column in (*columns, blocks)]
+        codes = "".join(column.typecode for column in narrowed)
+        packed = b"".join(narrowed)
+        return cls(counts, packed, codes, headings, preamble, _NO_SUFFIXES, _NO_SUFFIXES)
+
     def __len__(self) -> int:
-        return len(self.lengths)
+        return len(self.counts) >> 1
+
+    @property
+    def lengths(self) -> array[int]:
+        return self.counts[: len(self)]
+
+    @property
+    def heads(self) -> array[int]:
+        return self.counts[len(self) :]
+
+    def length(self, section: int) -> int:
+        return self.counts[section]
+
+    def head(self, section: int) -> int:
+        return self.counts[(len(self.counts) >> 1) + section]
+
+    def _column(self, number: int, first: int = 0, stop: int | None = None) -> Sequence[int]:
+        """Packed column ``number`` (``PACKED``), or its values from ``first`` to ``stop``."""
+        count, offsets = len(self.counts) >> 1, _offsets(self.codes)
+        start, width = count * offsets[number], offsets[number + 1] - offsets[number]
+        end = len(self.packed) if stop is None else start + stop * width
+        if width == 1:  # bytes are their own values: no view
+            return self.packed[start + first : end]
+        view = memoryview(self.packed)[start + first * width : end]
+        return view.cast(cast(Literal["H", "I"], self.codes[number]))
+
+    def _value(self, number: int, index: int) -> int:
+        """``_column(number)[index]`` without the views (a shown row reads a few values)."""
+        offsets = _offsets(self.codes)
+        start, width = offsets[number], offsets[number + 1] - offsets[number]
+        at = (len(self.counts) >> 1) * start + index * width
+        if width == 1:
+            return self.packed[at]
+        return int.from_bytes(self.packed[at : at + width], sys.byteorder)
+
+    @property
+    def starts(self) -> Sequence[int]:
+        return self._column(0, 0, len(self))
+
+    @property
+    def sizes(self) -> Sequence[int]:
+        return self._column(1, 0, len(self))
+
+    @property
+    def heading_sizes(self) -> Sequence[int]:
+        return self._column(2, 0, len(self))
 
     def heading(self, section: int) -> str:
-        first = section & -HEADINGS_PER_PART
-        start = sum(self.heading_sizes[first:section])
-        return self.headings[section // HEADINGS_PER_PART][
-            start : start + self.heading_sizes[section]
-        ]
+        block = section >> _BLOCK_SHIFT
+        sizes = self._column(2, block << _BLOCK_SHIFT, section + 1)  # the block's, to this one
+        start = sum(sizes[:-1]) + (self._value(3, block - 1) if block else 0)
+        return self.headings[start : start + sizes[-1]]
 
     def anchor(self, section: int, heading: str | None = None) -> str:
         """The section's anchor (``heading``: its heading text, when the caller has it)."""
@@ -159,8 +246,8 @@ class Outline:
 
     def span(self, section: int) -> tuple[int, int]:
         """Where the section's own text starts and ends in the body."""
-        start = self.starts[section]
-        return start, start + self.sizes[section]
+        start = self._value(0, section)
+        return start, start + self._value(1, section)
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,22 +570,17 @@ class _Headings(Sequence[str]):
         return self._outline.heading(index - at + self._first)
 
     def __iter__(self) -> Iterator[str]:
-        """In order, each part of the outline's headings cut once (``heading`` sums sizes)."""
+        """In order, the outline's headings cut once (``heading`` sums sizes)."""
         outline, dropped = self._outline, self._dropped
-        gone = 0
-        section = self._first
-        part, start, loaded = "", 0, -1
+        text, sizes = outline.headings, outline.heading_sizes
+        gone, section, start = 0, self._first, 0
         for index in range(self._count):
             if gone < len(dropped) and dropped[gone] == index:
                 gone += 1
                 yield ""
                 continue
-            if section // HEADINGS_PER_PART != loaded:
-                loaded = section // HEADINGS_PER_PART
-                part = outline.headings[loaded]
-                start = sum(outline.heading_sizes[section & -HEADINGS_PER_PART : section])
-            size = outline.heading_sizes[section]
-            yield part[start : start + size]
+            size = sizes[section]
+            yield text[start : start + size]
             start += size
             section += 1
 
@@ -509,10 +591,11 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
     from markproto.protocol.document import own_facts
 
     facts = own_facts(body)  # first, while nothing else is held (it decodes a line whole)
-    starts, sizes, lengths, heads = array("I"), array("B"), array("B"), bytearray()
+    starts, sizes, lengths, heads = array("I"), array("B"), array("B"), array("B")
     heading_sizes = array("B")
     headings: list[str] = []
     parts: list[str] = []
+    """Heading texts joined ``_BLOCK`` at a time: a body may have 100k headings."""
     dropped = array("I")
     """Headings whose section is not kept, numbered among all headings."""
     trail_words: dict[str, frozenset[str]] = {}
@@ -572,24 +655,16 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         heads.append(min(name_length((span.heading,), own), 255))
         headings.append(span.heading)
         heading_sizes = _wider(heading_sizes, len(span.heading))
-        if len(headings) == HEADINGS_PER_PART:
+        if len(headings) == _BLOCK:
             parts.append("".join(headings))
             headings.clear()
         entry += 1 << FLAG_BITS
-    if headings:
-        parts.append("".join(headings))
     found.seal()
-    outline = Outline(
-        starts,
-        sizes,
-        lengths,
-        bytes(heads),
-        tuple(parts),
-        heading_sizes,
-        preamble,
-        _NO_SUFFIXES,
-        _NO_SUFFIXES,
-    )
+    parts.append("".join(headings))
+    text = parts[0] if len(parts) == 1 else "".join(parts)
+    del headings, parts
+    outline = Outline.pack(lengths, heads, (starts, sizes, heading_sizes), text, preamble)
+    del text, lengths, heads, starts, sizes, heading_sizes
     suffixed, suffixes = array("I"), array("I")
     first = 1 if preamble else 0
     gone = 0

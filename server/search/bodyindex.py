@@ -204,7 +204,7 @@ class _Doc:
         return self.outline.lengths
 
     @property
-    def heads(self) -> bytes:
+    def heads(self) -> array[int]:
         return self.outline.heads
 
 
@@ -661,19 +661,19 @@ class BodyIndex:
         out: list[tuple[float, int, int]] = []
         append = out.append
         end, skip, number = -1, True, 0
-        start, lengths, heads, prior, terms = 0, _NOBODY, b"", 0.0, plain
+        start, counts, heads, prior, terms = 0, _NOBODY, 0, 0.0, plain
         for at, key in enumerate(keys):
             if key >= end:  # the next document: keys are sorted, so it is past the last one
                 number = bisect_right(starts, key, number)
                 start = starts[number - 1]
                 doc = docs[start]
-                outline = doc.outline
-                lengths = outline.lengths
-                end = start + (len(lengths) or 1)
+                counts = doc.outline.counts  # each section's words, then its heading's
+                heads = len(counts) >> 1
+                end = start + (heads or 1)
                 skip = start in bare or (accept is not None and not accept(doc.entry))
                 if skip:
                     continue
-                heads, prior = outline.heads, -doc.prior
+                prior = -doc.prior
                 terms = plain
                 if start in titled:  # the terms its tags or title hold, as one key
                     held = tuple(map(contains, holders, repeat(start)))
@@ -686,13 +686,13 @@ class BodyIndex:
             elif skip:
                 continue
             section = key - start
-            text = 1 / (text_c + text_slope * lengths[section])
+            text = 1 / (text_c + text_slope * counts[section])
             raw = 0.0
             for weight, found, x in terms:  # x: the field weight of the title alone, if any
                 flag = found[at]
                 if flag > tf_max:  # IN_HEADING or IN_TRAIL: the nearest such field counts
                     if flag & in_heading:
-                        x = heading_weight / (head_c + head_slope * heads[section])
+                        x = heading_weight / (head_c + head_slope * counts[heads + section])
                     else:
                         x = trail
                     flag &= tf_max
@@ -716,7 +716,7 @@ class BodyIndex:
             doc = self._docs[start]
             heading = w.heading / (head_c + head_slope * doc.title_length)
             preamble = doc.outline.preamble  # text before any heading
-            text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
+            text = 1 / (text_c + text_slope * doc.outline.length(0)) if preamble else 0.0
             raw = 0.0
             for entries, weight in zip(lists, idf, strict=True):
                 tf = _probe(entries, {start}).get(start, 0) & TF_MAX if preamble else 0
@@ -764,10 +764,10 @@ class BodyIndex:
             if section < 0:  # a bare row: its title is its heading, its preamble its text
                 heading = w.heading / (title_c + title_slope * doc.title_length)
                 preamble = doc.outline.preamble
-                text = 1 / (text_c + text_slope * doc.lengths[0]) if preamble else 0.0
+                text = 1 / (text_c + text_slope * doc.outline.length(0)) if preamble else 0.0
             else:
-                heading = w.heading / (head_c + head_slope * doc.heads[section])
-                text = 1 / (text_c + text_slope * doc.lengths[section])
+                heading = w.heading / (head_c + head_slope * doc.outline.head(section))
+                text = 1 / (text_c + text_slope * doc.outline.length(section))
             fields = (section < 0, text, heading, w.trail)
             raw = 0.0
             for found, held, words, weight in each:

@@ -224,10 +224,9 @@ class _Doc:
 
     def headings(self) -> tuple[list[str], list[str]]:
         """Each section's anchor and heading text."""
-        sections = range(len(self.outline))
-        return [self.outline.anchor(i) for i in sections], [
-            self.outline.heading(i) for i in sections
-        ]
+        outline = self.outline
+        texts = list(map(outline.heading, range(len(outline))))
+        return list(map(outline.anchor, range(len(outline)), texts)), texts
 
     def link(self, number: int) -> Link:
         if number < self.count:

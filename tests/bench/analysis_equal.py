@@ -31,6 +31,7 @@ from support.shapes import hostile
 from markproto.server.search.analysis import (
     FLAG_BITS,
     Analysis,
+    Outline,
     Postings,
     analyze,
     analyze_many,
@@ -164,8 +165,25 @@ def generated(count: int = 1500, seed: int = 1) -> list[bytes]:
     return out
 
 
+def outline_values(outline: Outline) -> tuple[object, ...]:
+    """An outline as what it tells (each section's numbers, heading and anchor), however its
+    numbers are held."""
+    sections = range(len(outline))
+    return (
+        "Outline",
+        tuple(outline.lengths),
+        tuple(outline.heads),
+        tuple(map(outline.span, sections)),
+        tuple(map(outline.heading, sections)),
+        tuple(map(outline.anchor, sections)),
+        outline.preamble,
+    )
+
+
 def canon(value: object, sort_runs: bool) -> object:
     """A value of plain tuples, arrays as their type code and bytes; a run's terms sorted."""
+    if isinstance(value, Outline):
+        return outline_values(value)
     if sort_runs and isinstance(value, Postings):
         terms = value.terms.split("\n") if value.terms else []
         at, pairs = 0, []
@@ -190,6 +208,8 @@ def merged(value: object) -> object:
     runs: list[Postings] = []
 
     def rest(part: object) -> object:
+        if isinstance(part, Outline):
+            return outline_values(part)
         if isinstance(part, Postings):
             runs.append(part)
             return None

@@ -3,7 +3,9 @@ the posting flags, and a batch's one block of postings."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from array import array
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +20,7 @@ from markproto.server.search.analysis import (
     RUN_TERMS,
     TF_MAX,
     Analysis,
+    Outline,
     Postings,
     analyze,
     analyze_many,
@@ -227,3 +230,59 @@ def test_facts_from_bytes_are_the_facts_of_the_text(body: bytes) -> None:
     """The catalog's facts read from the bytes a piece at a time equal those of the decoded
     text: the frontmatter fallbacks and the first ``# `` line."""
     assert own_facts(body) == own_facts(body.decode("utf-8", "replace"))
+
+
+_SECTION = st.tuples(
+    st.integers(0, 2**32 - 1),  # its words
+    st.integers(0, 255),  # its heading's words
+    st.integers(0, 2**32 - 1),  # where its text starts
+    st.integers(0, 2**32 - 1),  # its size
+    st.text(max_size=6),  # its heading
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(_SECTION, max_size=20)
+    | st.lists(_SECTION, min_size=255, max_size=700),  # past a block of headings
+    st.booleans(),
+    st.sampled_from([None, 255, 65_535]),
+)
+def test_an_outline_gives_back_every_value_it_packs(
+    sections: list[tuple[int, int, int, int, str]], preamble: bool, top: int | None
+) -> None:
+    """Each column goes in its narrowest type and comes back as it was, through the outline
+    and through its saved form (its fields, as a saved index holds them)."""
+    if top is not None:  # narrow columns too, where most outlines are
+        sections = [(a % top, b, c % top, d % top, e) for a, b, c, d, e in sections]
+    lengths, heads, starts, sizes = ([row[i] for row in sections] for i in range(4))
+    texts = [row[4] for row in sections]
+    outline = Outline.pack(
+        array("I", lengths),
+        array("B", heads),
+        (array("I", starts), array("I", sizes), array("I", map(len, texts))),
+        "".join(texts),
+        preamble,
+    )
+    saved = Outline(*(getattr(outline, field.name) for field in dataclasses.fields(outline)))
+    for got in (outline, saved):
+        assert len(got) == len(sections)
+        assert list(got.lengths) == lengths and list(got.heads) == heads
+        assert list(got.starts) == starts and list(got.sizes) == sizes
+        assert [got.length(i) for i in range(len(got))] == lengths
+        assert [got.head(i) for i in range(len(got))] == heads
+        assert [got.span(i) for i in range(len(got))] == [
+            (start, start + size) for start, size in zip(starts, sizes, strict=True)
+        ]
+        assert [got.heading(i) for i in range(len(got))] == texts
+
+
+def test_a_two_section_note_keeps_a_few_small_objects() -> None:
+    """The outline of a short note: its packed numbers are one bytes and its ranking counts
+    one array, each exactly as long as its values."""
+    analysis = analyze(b"# Note\n\nSome words here.\n\n## Links\n\nSee [a](b.md).\n")
+    outline = analysis.outline
+    assert [outline.heading(i) for i in range(len(outline))] == ["Note", "Links"]
+    assert len(outline.packed) == 2 * 3 + 0  # starts, sizes, heading sizes: a byte each
+    assert outline.counts.buffer_info()[1] == 4 and outline.counts.typecode == "B"
+    assert outline.codes == "BBBB"
