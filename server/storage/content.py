@@ -232,7 +232,7 @@ class Content:
         """The current version in full, read from disk and not cached (any thread: a build
         reads every body once, the backlog every body it held), with the snapshot's own
         objects where they are equal: the catalog, the body index and the link index keep its
-        metadata, times and hashes, one copy a document where a read from disk made two
+        metadata, times and content hash, one copy a document where a read from disk made two
         (about 400 bytes a document)."""
         try:
             doc = self._store.load_file(current.path, current.number, current.file)
@@ -244,12 +244,12 @@ class Content:
         return Version(
             current.path,
             doc.number,
-            _same(doc.file, current.file),
+            doc.file,
             _same(doc.modified, current.modified),
             doc.archived,
             _same(doc.meta, current.meta),
             doc.body,
-            _same(doc.etag, current.etag),
+            doc.etag,  # the snapshot keeps the file name and etag as it can make them again
             _same(doc.content_hash, current.content_hash),
         )
 

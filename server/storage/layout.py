@@ -64,6 +64,16 @@ def version_parts(path: str) -> list[str]:
     return [*dirs, VERSIONS_DIR, name]
 
 
+def version_file(path: str, number: int, legacy: bool = False) -> str:
+    """Version ``number`` of ``path``, relative to the root."""
+    parts = version_parts(path)
+    if legacy:
+        parts[-1] += f".v{number}"
+    else:
+        parts.append(f"v{number}")
+    return "/".join(parts)
+
+
 class Layout:
     """The names of one content root."""
 
@@ -102,15 +112,6 @@ class Layout:
     def pointer_target(self, path: str, number: int) -> str:
         """What the pointer of ``path`` holds when version ``number`` is current."""
         return f"{VERSIONS_DIR}/{split_doc_path(path)[1]}/v{number}"
-
-    def version_file(self, path: str, number: int, legacy: bool = False) -> str:
-        """Version ``number`` of ``path``, relative to the root."""
-        parts = version_parts(path)
-        if legacy:
-            parts[-1] += f".v{number}"
-        else:
-            parts.append(f"v{number}")
-        return "/".join(parts)
 
     def versions(self, path: str, legacy: bool) -> list[tuple[int, str, os.stat_result]]:
         """Every version file of ``path`` in one layout that is a regular file, as (number, file,

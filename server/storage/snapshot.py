@@ -11,32 +11,47 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from markproto.protocol import paths
+from markproto.server.storage.layout import version_file
 from markproto.server.storage.store import Version
 
 
 @dataclass(frozen=True, slots=True)
 class CurrentVersion:
-    """What the snapshot keeps of a document's current version: a `Version` without its body."""
+    """What the snapshot keeps of a document's current version: a `Version` without its body,
+    and without what its other fields give again (the snapshot is a few hundred bytes a
+    document: a vault of short notes holds about as much of it as of their bodies)."""
 
     path: str
     number: int
-    file: str
+    own_file: str | None
+    """The version file where it is not the one ``version_file`` names from the path and number
+    (a legacy one, or one whose file's version line says otherwise), else None."""
     modified: datetime
     archived: bool
     meta: dict[str, str]
-    etag: str
+    digest: bytes
+    """The etag's 32 bytes (its hex, 113 bytes a document, is made for each response)."""
     content_hash: str
+
+    @property
+    def file(self) -> str:
+        return self.own_file or version_file(self.path, self.number)
+
+    @property
+    def etag(self) -> str:
+        return self.digest.hex()
 
     @classmethod
     def of(cls, version: Version) -> CurrentVersion:
+        named = version_file(version.path, version.number)
         return cls(
             version.path,
             version.number,
-            version.file,
+            None if version.file == named else version.file,
             version.modified,
             version.archived,
             version.meta,
-            version.etag,
+            bytes.fromhex(version.etag),
             version.content_hash,
         )
 

@@ -55,6 +55,7 @@ from markproto.server.storage.layout import (
     Pointer,
     modified_of,
     split_doc_path,
+    version_file,
     version_parts,
 )
 from markproto.server.storage.rooted import Folder, same_file
@@ -214,7 +215,7 @@ class Store:
         elif number > pointer.number:
             return None
         else:
-            file = self.layout.version_file(path, number, pointer.legacy)
+            file = version_file(path, number, pointer.legacy)
         try:
             head, rest, st = self._read(file)
         except OSError:
@@ -481,7 +482,7 @@ class Store:
         version = Version(
             path=path,
             number=number,
-            file=self.layout.version_file(path, number),
+            file=version_file(path, number),
             modified=modified_of(st),
             archived=False,
             meta=metadata.shared(meta),

@@ -189,7 +189,7 @@ async def test_a_body_read_again_for_the_indexes_shares_the_snapshots_strings(
     tmp_path: Path,
 ) -> None:
     """A held write reaches the indexes read again from its file: they keep its metadata and
-    hashes as the snapshot's own objects, not a second copy a document."""
+    content hash as the snapshot's own objects, not a second copy a document."""
     index = _Measured()
     content = Content.open(tmp_path, [index])
     big = b"# Big\n\n" + b"kumquat orchard rows\n" * (INLINE_INDEX_MAX // 20)
@@ -203,7 +203,7 @@ async def test_a_body_read_again_for_the_indexes_shares_the_snapshots_strings(
     current = content.current("/big.md")
     assert current is not None and body == hashlib.sha256(big).digest()
     assert kept_meta == meta and kept_meta is current.meta
-    assert content_hash is current.content_hash and etag is current.etag
+    assert content_hash is current.content_hash and etag == current.etag
 
 
 async def test_links_see_every_write_of_a_burst(served: tuple[Content, Lookup]) -> None:
