@@ -12,6 +12,7 @@ import math
 import re
 import sys
 from collections.abc import Mapping
+from itertools import chain
 
 from markproto.protocol import status
 from markproto.protocol.errors import InvalidMetadata
@@ -158,17 +159,38 @@ SHARED_VALUE_MAX = 16
 """Metadata values this short are shared between documents (``shared``)."""
 
 
+SHARED_KEYS_MAX = 8
+SHARED_DICTS = 256
+"""Dicts ``shared`` hands out again at most (each of at most ``SHARED_KEYS_MAX`` short keys and
+values: under 1 KiB, so the table stays under 256 KiB); when full it starts over."""
+_dicts: dict[tuple[str, ...], dict[str, str]] = {}
+
+
 def shared(meta: Mapping[str, str]) -> dict[str, str]:
-    """``meta`` as a dict of its own whose keys, and values of at most ``SHARED_VALUE_MAX``
-    runes (a type, a status, a date, a few tags), are the one string every document with the
-    same key or value holds: a server keeps a document's metadata for its life (snapshot,
-    catalog, link index), and a vault of short notes repeats the same few keys and values in
-    every one (each string about 55 bytes)."""
+    """``meta`` as a dict whose keys, and values of at most ``SHARED_VALUE_MAX`` runes (a type,
+    a status, a date, a few tags), are the one string every document with the same key or value
+    holds: a server keeps a document's metadata for its life (snapshot, catalog, link index),
+    and a vault of short notes repeats the same few keys and values in every one (each string
+    about 55 bytes). Where all of them, keys too, are that short, the dict itself is the one
+    every such document holds (184 bytes or more each): it may be another document's, so it
+    is never changed."""
     intern = sys.intern
-    return {
+    out = {
         intern(key): intern(value) if len(value) <= SHARED_VALUE_MAX else value
         for key, value in meta.items()
     }
+    if len(out) > SHARED_KEYS_MAX or any(
+        len(key) > SHARED_VALUE_MAX or len(value) > SHARED_VALUE_MAX for key, value in out.items()
+    ):
+        return out
+    key = tuple(chain.from_iterable(out.items()))
+    held = _dicts.get(key)
+    if held is not None:
+        return held
+    if len(_dicts) >= SHARED_DICTS:
+        _dicts.clear()  # one C call, safe beside other threads; held dicts stay with their holders
+    _dicts[key] = out
+    return out
 
 
 def split_tags(value: str) -> list[str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import re
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -377,3 +379,33 @@ def test_interpreted_values_that_would_be_misread_are_refused(
 def test_interpreted_values_read_as_written_pass() -> None:
     metadata.validate_interpreted({"importance": " 0.8 ", "retention": "3", "tags": "a,b"})
     metadata.validate_interpreted({"importance": "1", "type": "anything"})
+
+
+def test_equal_short_metadata_is_one_dict_across_documents() -> None:
+    """A vault's notes mostly carry the same few short keys and values: each holds the one
+    dict, equal to what it was given; a long value keeps a dict of its own."""
+    first = metadata.shared({"type": "Document", "tags": "project,area3"})
+    again = metadata.shared(
+        {"".join(["ty", "pe"]): "".join(["Docu", "ment"]), "tags": "project,area3"}
+    )
+    assert again is first and again == {"type": "Document", "tags": "project,area3"}
+    title = {"type": "Document", "title": "A title longer than sixteen runes"}
+    assert metadata.shared(title) == title and metadata.shared(title) is not metadata.shared(title)
+    assert metadata.shared({"tags": "a,b"}) is not first  # other keys, another dict
+
+
+def test_sharing_unique_metadata_keeps_a_bounded_table() -> None:
+    """Every document's metadata different (a date each): the table of shared dicts starts
+    over when full, so what it keeps once the documents are gone stays under its bound."""
+    metadata.shared({"warm": "up"})
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for day in range(20 * metadata.SHARED_DICTS):
+            metadata.shared({"type": "Note", "date": f"d{day}"})
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < metadata.SHARED_DICTS * 1024
