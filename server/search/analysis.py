@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import accumulate, compress, count, islice, repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, ClassVar, Literal, cast, overload
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 from markproto.protocol.linkkinds import Link
 from markproto.server.search.links import pack_tails, tail
@@ -108,7 +108,7 @@ in arrays of its own and makes the outline again)."""
 _WIDTHS = {code: array(code).itemsize for code in "BHI"}
 _BLOCK_SHIFT = 8
 _BLOCK = 1 << _BLOCK_SHIFT
-"""Headings a block of ``Outline.heading_blocks`` spans: finding a heading sums at most this
+"""Headings a block of an outline's heading texts spans: finding a heading sums at most this
 many sizes."""
 
 
@@ -132,7 +132,10 @@ class Outline:
     """What ranking reads, in one array: each section's words (the BM25 length of its text),
     then each one's own heading's distinct words (capped at 255)."""
     packed: bytes
-    """What a shown row reads: the columns of ``PACKED``, the first three a value a section."""
+    """What a shown row reads, column after column: where each section's own text starts, in
+    bytes (a section decodes on its own); that text's size; its heading text's length; then,
+    for each block of ``_BLOCK`` headings after the first, the length of the heading texts
+    before it."""
     codes: str
     """Each packed column's array type code (one string shared by every outline of a shape)."""
     headings: str
@@ -142,11 +145,6 @@ class Outline:
     suffixed: array[int]
     """The sections whose anchor has a dedupe suffix, ascending, and ``suffixes`` theirs."""
     suffixes: array[int]
-
-    PACKED: ClassVar[tuple[str, ...]] = ("starts", "sizes", "heading_sizes", "heading_blocks")
-    """Where each section's own text starts, in bytes (a section decodes on its own); that
-    text's size; its heading text's length; and, for each block of ``_BLOCK`` headings after
-    the first, the length of the heading texts before it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "codes", sys.intern(self.codes))  # also a restored outline's
@@ -163,8 +161,8 @@ class Outline:
         headings: str,
         preamble: bool,
     ) -> Outline:
-        """The outline of these per-section values (``columns``: the first three of
-        ``PACKED``; the blocks are made here from the heading sizes)."""
+        """The outline of these per-section values (``columns``: starts, sizes and heading
+        sizes; the blocks are made here from the heading sizes)."""
         words = narrow(lengths)
         counts = words + array(words.typecode, heads)  # a new array: sized exactly
         del words
@@ -194,18 +192,19 @@ class Outline:
     def head(self, section: int) -> int:
         return self.counts[(len(self.counts) >> 1) + section]
 
-    def _column(self, number: int, first: int = 0, stop: int | None = None) -> Sequence[int]:
-        """Packed column ``number`` (``PACKED``), or its values from ``first`` to ``stop``."""
+    def _column(self, number: int, first: int, stop: int) -> Sequence[int]:
+        """Values ``first`` to ``stop`` of packed column ``number`` (0-2, as ``packed``)."""
         count, offsets = len(self.counts) >> 1, _offsets(self.codes)
         start, width = count * offsets[number], offsets[number + 1] - offsets[number]
-        end = len(self.packed) if stop is None else start + stop * width
+        end = start + stop * width
         if width == 1:  # bytes are their own values: no view
             return self.packed[start + first : end]
         view = memoryview(self.packed)[start + first * width : end]
         return view.cast(cast(Literal["H", "I"], self.codes[number]))
 
     def _value(self, number: int, index: int) -> int:
-        """``_column(number)[index]`` without the views (a shown row reads a few values)."""
+        """Value ``index`` of packed column ``number`` (0-3) without a view (a shown row reads
+        a few)."""
         offsets = _offsets(self.codes)
         start, width = offsets[number], offsets[number + 1] - offsets[number]
         at = (len(self.counts) >> 1) * start + index * width

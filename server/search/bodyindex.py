@@ -661,15 +661,15 @@ class BodyIndex:
         out: list[tuple[float, int, int]] = []
         append = out.append
         end, skip, number = -1, True, 0
-        start, counts, heads, prior, terms = 0, _NOBODY, 0, 0.0, plain
+        start, counts, sections, prior, terms = 0, _NOBODY, 0, 0.0, plain
         for at, key in enumerate(keys):
             if key >= end:  # the next document: keys are sorted, so it is past the last one
                 number = bisect_right(starts, key, number)
                 start = starts[number - 1]
                 doc = docs[start]
                 counts = doc.outline.counts  # each section's words, then its heading's
-                heads = len(counts) >> 1
-                end = start + (heads or 1)
+                sections = len(counts) >> 1
+                end = start + (sections or 1)
                 skip = start in bare or (accept is not None and not accept(doc.entry))
                 if skip:
                     continue
@@ -692,7 +692,7 @@ class BodyIndex:
                 flag = found[at]
                 if flag > tf_max:  # IN_HEADING or IN_TRAIL: the nearest such field counts
                     if flag & in_heading:
-                        x = heading_weight / (head_c + head_slope * counts[heads + section])
+                        x = heading_weight / (head_c + head_slope * counts[sections + section])
                     else:
                         x = trail
                     flag &= tf_max
