@@ -192,33 +192,27 @@ class Outline:
     def head(self, section: int) -> int:
         return self.counts[(len(self.counts) >> 1) + section]
 
+    def _place(self, number: int) -> tuple[int, int]:
+        """Where packed column ``number`` (0-3, as ``packed``) starts, and its values' width."""
+        offsets = _offsets(self.codes)
+        return (len(self.counts) >> 1) * offsets[number], offsets[number + 1] - offsets[number]
+
     def _column(self, number: int, first: int, stop: int) -> Sequence[int]:
-        """Values ``first`` to ``stop`` of packed column ``number`` (0-2, as ``packed``)."""
-        count, offsets = len(self.counts) >> 1, _offsets(self.codes)
-        start, width = count * offsets[number], offsets[number + 1] - offsets[number]
-        end = start + stop * width
+        """Values ``first`` to ``stop`` of packed column ``number`` (0-2)."""
+        start, width = self._place(number)
         if width == 1:  # bytes are their own values: no view
-            return self.packed[start + first : end]
-        view = memoryview(self.packed)[start + first * width : end]
+            return self.packed[start + first : start + stop]
+        view = memoryview(self.packed)[start + first * width : start + stop * width]
         return view.cast(cast(Literal["H", "I"], self.codes[number]))
 
     def _value(self, number: int, index: int) -> int:
-        """Value ``index`` of packed column ``number`` (0-3) without a view (a shown row reads
-        a few)."""
-        offsets = _offsets(self.codes)
-        start, width = offsets[number], offsets[number + 1] - offsets[number]
-        at = (len(self.counts) >> 1) * start + index * width
+        """Value ``index`` of packed column ``number`` without a view (a shown row reads a
+        few)."""
+        start, width = self._place(number)
+        at = start + index * width
         if width == 1:
             return self.packed[at]
         return int.from_bytes(self.packed[at : at + width], sys.byteorder)
-
-    @property
-    def starts(self) -> Sequence[int]:
-        return self._column(0, 0, len(self))
-
-    @property
-    def sizes(self) -> Sequence[int]:
-        return self._column(1, 0, len(self))
 
     @property
     def heading_sizes(self) -> Sequence[int]:
@@ -660,7 +654,7 @@ def _analyze(body: bytes, found: _Found, base: int) -> Analysis:
         entry += 1 << FLAG_BITS
     found.seal()
     parts.append("".join(headings))
-    text = parts[0] if len(parts) == 1 else "".join(parts)
+    text = "".join(parts)  # one part: that very string
     del headings, parts
     outline = Outline.pack(lengths, heads, (starts, sizes, heading_sizes), text, preamble)
     del text, lengths, heads, starts, sizes, heading_sizes
