@@ -7,7 +7,6 @@ a command line that cannot be run, 130 after Ctrl-C; ``serve`` exits 0 after SIG
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -18,7 +17,7 @@ from typing import Any, NoReturn
 import click
 
 from markproto.protocol import times
-from markproto.server import logsetup
+from markproto.server import logsetup, memory
 from markproto.server import tokens as tokenfile
 from markproto.server.config import (
     ConfigError,
@@ -73,6 +72,7 @@ def main() -> None:
 @serve_options
 def serve(config: Path | None, **flags: object) -> None:
     """Serve a content root over QUIC (with no flags: a default root in your data directory)."""
+    memory.exec_tuned()
     try:
         settings = load_config(flags, os.environ, config)
         check_paths(settings)
@@ -80,7 +80,10 @@ def serve(config: Path | None, **flags: object) -> None:
     except (ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     # Imported here, not at the top: the body index's worker processes re-import this module
-    # (multiprocessing's spawn), and they need none of the server's transport or TLS stack.
+    # (multiprocessing's spawn), and they need none of the server's transport or TLS stack;
+    # nor does the run ``exec_tuned`` replaces.
+    import asyncio
+
     from markproto.server import app
 
     try:

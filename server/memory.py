@@ -17,12 +17,24 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_BUDGET", "Shares", "budget", "cgroup_limit", "trim", "tune"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "TUNABLES",
+    "Shares",
+    "budget",
+    "cgroup_limit",
+    "environment",
+    "exec_tuned",
+    "trim",
+    "tune",
+]
 
 log = logging.getLogger("markproto.server.memory")
 
@@ -42,6 +54,16 @@ of every such block freed (up to 32 MiB), so after the first large request body 
 the response buffers and a merge's arrays come from the heap, and stay resident after they are
 freed until a trim: fixed at 256 KiB, the x5 publish peaks 1.7 MiB lower (docs/PERFORMANCE.md,
 "Board budget")."""
+TUNABLES = "glibc.malloc.tcache_count=0"
+"""glibc's per-thread caches of freed blocks off (``GLIBC_TUNABLES``, read only as a process
+starts: ``exec_tuned``). Each thread keeps up to seven freed blocks of every size up to 1 KiB in
+a cache of its own, which no other thread reuses and ``malloc_trim`` cannot return, and the heap
+around them cannot be trimmed either: after the FastAPI x1 publish the writer's and the index's
+threads held 0.25 of its body bytes so, and the settled growth was 1.84x against 1.53x without
+the caches. What they save is time on blocks over 512 bytes only (Python's allocator serves the
+smaller ones): a FastAPI x5 start-up build took the same CPU within its spread
+(docs/PERFORMANCE.md, "Board budget", 5 Dec)."""
+_TCACHE = "glibc.malloc.tcache_count="
 _M_ARENA_MAX = -8
 _M_MMAP_THRESHOLD = -3
 """``mallopt``'s parameter numbers for the arena limit and the mmap threshold (malloc.h)."""
@@ -89,6 +111,35 @@ def cgroup_limit() -> int | None:
     except (OSError, StopIteration):
         return None
     return int(value) if value.isdigit() else None
+
+
+def environment(env: Mapping[str, str]) -> dict[str, str] | None:
+    """``env`` with ``TUNABLES`` added to ``GLIBC_TUNABLES``: the environment a server process
+    starts in. None when there is nothing to add: not glibc, or ``GLIBC_TUNABLES`` already sets
+    the thread caches (an operator's choice, kept)."""
+    try:
+        if not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+            return None
+    except (ValueError, OSError):
+        return None
+    tunables = env.get("GLIBC_TUNABLES", "")
+    if _TCACHE in tunables:
+        return None
+    return {**env, "GLIBC_TUNABLES": f"{tunables}:{TUNABLES}" if tunables else TUNABLES}
+
+
+def exec_tuned() -> None:
+    """Start this program again in ``environment``'s environment when it is not in it yet: the
+    same process (pid, arguments, open files), as glibc reads its tunables only at a start.
+    First thing in ``mark-server serve``, before any thread or work (about 0.1 s once: the
+    interpreter and the command's imports again); the systemd unit sets them itself."""
+    env = environment(os.environ)
+    if env is None or not sys.executable:
+        return
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError as exc:  # the server runs as it is, with the caches
+        log.warning("could not restart with glibc's thread caches off: %s", exc)
 
 
 @cache

@@ -62,6 +62,8 @@ NO_ALLOCATOR_SETTINGS = {  # glibc defaults: neither call has a setting that tur
     "markproto.server.memory.trim": _nothing,
 }
 NO_TRIM = {"markproto.server.memory.trim": _nothing}
+THREAD_CACHES = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"}
+"""glibc's default thread caches, in place of the server's setting (``memory.TUNABLES``)."""
 BUILT = re.compile(r"lookup index built.*?mb=([\d.]+) seconds=([\d.]+)")
 PARTS = ("1", "2", "3", "4", "5")
 
@@ -381,13 +383,24 @@ class Allocator:
 
 
 ALLOCATORS = (
-    Allocator("now: pymalloc, MALLOC_ARENA_MAX=1, mmap threshold 256 KiB, malloc_trim", {}, {}),
+    Allocator(
+        "now: pymalloc, MALLOC_ARENA_MAX=1, mmap threshold 256 KiB, no thread caches, malloc_trim",
+        {},
+        {},
+    ),
+    Allocator(
+        "pymalloc, glibc's thread caches (GLIBC_TUNABLES=glibc.malloc.tcache_count=7)",
+        THREAD_CACHES,
+        {},
+    ),
     Allocator("pymalloc, MALLOC_ARENA_MAX=2 (two glibc heaps)", {"MALLOC_ARENA_MAX": "2"}, {}),
     Allocator("pymalloc, no trim", {}, NO_TRIM),
-    Allocator("pymalloc, glibc defaults (no tune, no trim)", {}, NO_ALLOCATOR_SETTINGS),
+    Allocator("pymalloc, glibc defaults (no tune, no trim)", THREAD_CACHES, NO_ALLOCATOR_SETTINGS),
     Allocator("PYTHONMALLOC=malloc, tune + malloc_trim", {"PYTHONMALLOC": "malloc"}, {}),
     Allocator(
-        "PYTHONMALLOC=malloc, glibc defaults", {"PYTHONMALLOC": "malloc"}, NO_ALLOCATOR_SETTINGS
+        "PYTHONMALLOC=malloc, glibc defaults",
+        {"PYTHONMALLOC": "malloc", **THREAD_CACHES},
+        NO_ALLOCATOR_SETTINGS,
     ),
 )
 
@@ -913,7 +926,10 @@ def part3(base: Path, files: list[Path], base_dir: Path, scales: list[int]) -> l
         " glibc has no setting that turns `malloc_trim` off, and the server skips its own arena"
         " limit and mmap threshold only when the environment sets them, so the rows without"
         " them patch `markproto.server.memory.trim` / `tune` to no-ops in the server process."
-        " `PYTHONMALLOC=malloc` is set in the server's environment as it starts.",
+        " glibc's thread caches are off unless `GLIBC_TUNABLES` sets them (`mark-server serve`"
+        " restarts itself with `memory.TUNABLES` otherwise; the bench starts every server in that"
+        " environment), so the rows with them, glibc defaults among them, set glibc's default"
+        " count; `PYTHONMALLOC=malloc` is likewise set in the server's environment as it starts.",
         "",
         alloc_table,
     ]

@@ -288,7 +288,8 @@ def child_server(
         args=(options, log_level, patches or {}, str(state / "server.log"), pinned, end),
         daemon=False,  # a daemonic process may not start the index build's worker processes
     )
-    proc.start()
+    with _server_environment():
+        proc.start()
     if not parent.poll(start_timeout):
         proc.kill()
         raise RuntimeError("the server process did not start")
@@ -297,6 +298,27 @@ def child_server(
         yield child
     finally:
         child.stop()
+
+
+@contextmanager
+def _server_environment() -> Iterator[None]:
+    """The environment ``mark-server serve`` runs the server in (``memory.environment``: its
+    ``exec_tuned`` gives it), for a child spawned meanwhile; as it is for a server without
+    that rule (main's, measured as a baseline)."""
+    from markproto.server import memory
+
+    rule = getattr(memory, "environment", None)
+    env = rule(os.environ) if rule is not None else None
+    if env is None:
+        yield
+        return
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def token_file(path: Path, raw: str) -> Path:

@@ -17,6 +17,7 @@ import pytest
 from support import REPO
 
 from markproto.protocol.limits import DEFAULT_PORT
+from markproto.server import memory
 from markproto.server.config import ServerConfig, env_name
 
 CONTAINERFILE = REPO / "deploy" / "Containerfile"
@@ -110,6 +111,10 @@ def test_settings_are_real(final: list[Instruction]) -> None:
     assert named <= known, named - known
     # An explicit root would turn off first-run seeding; the default follows STATE_DIRECTORY.
     assert "MARK_ROOT" not in named
+
+
+def test_image_starts_with_the_servers_allocator_setting(final: list[Instruction]) -> None:
+    assert env_of(final)["GLIBC_TUNABLES"] == memory.TUNABLES
 
 
 def test_entrypoint_serves_in_exec_form(final: list[Instruction]) -> None:

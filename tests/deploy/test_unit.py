@@ -14,6 +14,7 @@ import pytest
 from support import REPO
 
 from markproto.protocol.limits import DEFAULT_PORT
+from markproto.server import memory
 from markproto.server.config import ServerConfig, env_name
 
 DEPLOY = REPO / "deploy"
@@ -97,6 +98,11 @@ def test_memory_is_capped_for_a_1gb_board(service: dict[str, list[str]]) -> None
 
     high, top = mib(one(service, "MemoryHigh")), mib(one(service, "MemoryMax"))
     assert high < top <= 512
+
+
+def test_unit_starts_with_the_servers_allocator_setting(service: dict[str, list[str]]) -> None:
+    """Set by the unit, the server needs no restart of its own to get it (``exec_tuned``)."""
+    assert f"GLIBC_TUNABLES={memory.TUNABLES}" in service["Environment"]
 
 
 def test_stop_waits_for_the_drain(service: dict[str, list[str]]) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.server import (
     WRITE_TOKEN,
     TokenSpec,
@@ -20,6 +22,7 @@ from support.server import (
 from markproto.client.connection import Pool
 from markproto.client.trust import Trust
 from markproto.protocol import wire
+from markproto.server import memory
 
 
 async def _ask(
@@ -126,3 +129,34 @@ def test_restart_keeps_the_certificate_so_pins_survive(tmp_path: Path) -> None:
         assert "fingerprint sha256:" in "".join(second.stderr_lines)
     finally:
         assert second.terminate() == 0
+
+
+def _environ(pid: int) -> dict[str, str]:
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(pair.decode().partition("=")[::2] for pair in pairs if pair)
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
+)
+@pytest.mark.parametrize(
+    ("given", "running"),
+    [(None, memory.TUNABLES), ("glibc.malloc.tcache_count=3", "glibc.malloc.tcache_count=3")],
+)
+def test_serve_runs_with_the_allocator_setting_or_the_operators(
+    tmp_path: Path, given: str | None, running: str
+) -> None:
+    """glibc reads its tunables only as a process starts, so `serve` restarts itself in place
+    (the same pid) with them; an operator's own thread-cache setting is kept as it is."""
+    root, state = tmp_path / "root", tmp_path / "state"
+    root.mkdir()
+    state.mkdir()
+    env = {"GLIBC_TUNABLES": given} if given is not None else {}
+    saved = os.environ.pop("GLIBC_TUNABLES", None)
+    try:
+        with server_process(root, state, env=env) as server:
+            assert _environ(server.proc.pid).get("GLIBC_TUNABLES") == running
+            assert server.terminate() == 0
+    finally:
+        if saved is not None:
+            os.environ["GLIBC_TUNABLES"] = saved
