@@ -9,7 +9,8 @@ the content (about 1.5x its body bytes), and the transient work of a request or 
 glibc keeps freed memory in its heaps for reuse, and Python's own allocator frees only arenas
 that empty entirely, so after a burst (the startup build, a run of PUBLISHes) the resident size
 stays at its peak unless the heaps are trimmed: ``trim`` asks glibc to return what it can
-(``malloc_trim``), off the event loop, once the burst is over.
+(``malloc_trim``), off the event loop, once the burst is over; and glibc's per-thread caches of
+freed blocks, which no trim returns, are off (``TUNABLES``).
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ def environment(env: Mapping[str, str]) -> dict[str, str] | None:
 def exec_tuned() -> None:
     """Start this program again in ``environment``'s environment when it is not in it yet: the
     same process (pid, arguments, open files), as glibc reads its tunables only at a start.
-    First thing in ``mark-server serve``, before any thread or work (about 0.1 s once: the
-    interpreter and the command's imports again); the systemd unit sets them itself."""
+    First thing in ``mark-server serve``, before any thread or work (once, about 65 ms here:
+    the interpreter and the command's imports again); the systemd unit sets them itself."""
     env = environment(os.environ)
     if env is None or not sys.executable:
         return
