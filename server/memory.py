@@ -64,7 +64,7 @@ threads held 0.25 of its body bytes so, and the settled growth was 1.84x against
 the caches. What they save is time on blocks over 512 bytes only (Python's allocator serves the
 smaller ones): a FastAPI x5 start-up build took the same CPU within its spread
 (docs/PERFORMANCE.md, "Board budget", 5 Dec)."""
-_TCACHE = "glibc.malloc.tcache_count="
+_TCACHE = TUNABLES.partition("=")[0] + "="
 _M_ARENA_MAX = -8
 _M_MMAP_THRESHOLD = -3
 """``mallopt``'s parameter numbers for the arena limit and the mmap threshold (malloc.h)."""

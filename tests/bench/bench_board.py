@@ -426,30 +426,18 @@ def allocator_run(base: Path, docs: list[tuple[str, bytes]], setting: Allocator)
     work = Path(tempfile.mkdtemp(prefix="bench-board-alloc-", dir=base))
     (work / "root").mkdir()
     tokens = token_file(work / "tokens.toml", TOKEN)
-    saved = {key: os.environ.get(key) for key in setting.env}
-    os.environ.update(setting.env)  # the spawned server reads it as it starts
-    try:
-        with child_server(work / "root", tokens=tokens, patches=setting.patches) as server:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key)
-                else:
-                    os.environ[key] = value
-            empty = settled_empty(server.port)
-            cpu = _cpu_seconds(server.pid)
-            began = time.monotonic()
-            with peak_sampler() as peak:
-                asyncio.run(publish(server.port, docs, 1))
-                took = time.monotonic() - began
-                rest = settled()
-            hwm = memory(server.pid)[1] * 1024
-            run = AllocatorRun(empty, max(peak[0], hwm), rest, took, _cpu_seconds(server.pid) - cpu)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with child_server(
+        work / "root", tokens=tokens, patches=setting.patches, environ=setting.env
+    ) as server:
+        empty = settled_empty(server.port)
+        cpu = _cpu_seconds(server.pid)
+        began = time.monotonic()
+        with peak_sampler() as peak:
+            asyncio.run(publish(server.port, docs, 1))
+            took = time.monotonic() - began
+            rest = settled()
+        hwm = memory(server.pid)[1] * 1024
+        run = AllocatorRun(empty, max(peak[0], hwm), rest, took, _cpu_seconds(server.pid) - cpu)
     shutil.rmtree(work)
     return run
 

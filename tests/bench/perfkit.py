@@ -256,6 +256,7 @@ def child_server(
     pinned: bool = True,
     tokens: Path | None = None,
     start_timeout: float = 60.0,
+    environ: Mapping[str, str] | None = None,
     **settings: object,
 ) -> Iterator[Child]:
     """Serve ``root`` from a spawned process on 127.0.0.1 (port picked by the system).
@@ -266,7 +267,8 @@ def child_server(
     server process before it starts (``{"package.module.NAME": value}``), to measure a variant.
     ``pinned=False`` lets the system place the server (on a machine others share, a pinned server
     waits for its CPU while the other may be free). ``start_timeout`` is how long it may take to
-    index ``root`` and start (a loaded machine).
+    index ``root`` and start (a loaded machine). ``environ`` is added to the environment the
+    server starts in (``mark-server serve``'s: ``_server_environment``).
     """
     installed_bytecode()
     state = Path(tempfile.mkdtemp(prefix="bench-state-"))
@@ -288,7 +290,7 @@ def child_server(
         args=(options, log_level, patches or {}, str(state / "server.log"), pinned, end),
         daemon=False,  # a daemonic process may not start the index build's worker processes
     )
-    with _server_environment():
+    with _server_environment(environ or {}):
         proc.start()
     if not parent.poll(start_timeout):
         proc.kill()
@@ -301,17 +303,15 @@ def child_server(
 
 
 @contextmanager
-def _server_environment() -> Iterator[None]:
-    """The environment ``mark-server serve`` runs the server in (``memory.environment``: its
-    ``exec_tuned`` gives it), for a child spawned meanwhile; as it is for a server without
-    that rule (main's, measured as a baseline)."""
+def _server_environment(extra: Mapping[str, str]) -> Iterator[None]:
+    """This process's environment with ``extra`` and then the rule of ``mark-server serve``
+    (``memory.environment``: its ``exec_tuned`` gives it), for a child spawned meanwhile; without
+    that rule for a server that has none (main's, measured as a baseline)."""
     from markproto.server import memory
 
+    env = {**os.environ, **extra}
     rule = getattr(memory, "environment", None)
-    env = rule(os.environ) if rule is not None else None
-    if env is None:
-        yield
-        return
+    env = (rule(env) if rule is not None else None) or env
     saved = dict(os.environ)
     os.environ.update(env)
     try:

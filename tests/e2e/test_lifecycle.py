@@ -144,19 +144,15 @@ def _environ(pid: int) -> dict[str, str]:
     [(None, memory.TUNABLES), ("glibc.malloc.tcache_count=3", "glibc.malloc.tcache_count=3")],
 )
 def test_serve_runs_with_the_allocator_setting_or_the_operators(
-    tmp_path: Path, given: str | None, running: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str | None, running: str
 ) -> None:
     """glibc reads its tunables only as a process starts, so `serve` restarts itself in place
     (the same pid) with them; an operator's own thread-cache setting is kept as it is."""
     root, state = tmp_path / "root", tmp_path / "state"
     root.mkdir()
     state.mkdir()
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     env = {"GLIBC_TUNABLES": given} if given is not None else {}
-    saved = os.environ.pop("GLIBC_TUNABLES", None)
-    try:
-        with server_process(root, state, env=env) as server:
-            assert _environ(server.proc.pid).get("GLIBC_TUNABLES") == running
-            assert server.terminate() == 0
-    finally:
-        if saved is not None:
-            os.environ["GLIBC_TUNABLES"] = saved
+    with server_process(root, state, env=env) as server:
+        assert _environ(server.proc.pid).get("GLIBC_TUNABLES") == running
+        assert server.terminate() == 0

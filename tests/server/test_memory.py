@@ -42,6 +42,11 @@ def test_trim_frees_what_only_reference_cycles_hold() -> None:
             gc.enable()
 
 
+_GLIBC = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
+)
+
+
 _HEAPS = """
 import ctypes, os, sys, tempfile, threading
 from markproto.server import memory
@@ -66,9 +71,7 @@ os.unlink(name)
 """
 
 
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
-)
+@_GLIBC
 @pytest.mark.parametrize(("env", "heaps"), [({}, memory.ARENAS), ({"MALLOC_ARENA_MAX": "3"}, 3)])
 def test_tune_holds_threads_to_its_heaps_unless_the_environment_says(
     env: dict[str, str], heaps: int
@@ -80,11 +83,6 @@ def test_tune_holds_threads_to_its_heaps_unless_the_environment_says(
         [sys.executable, "-c", _HEAPS], env=environ, capture_output=True, text=True, check=True
     )
     assert int(got.stdout) == heaps
-
-
-_GLIBC = pytest.mark.skipif(
-    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc only"
-)
 
 
 @_GLIBC
